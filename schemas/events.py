@@ -1,0 +1,138 @@
+"""Orchestrator and review events, and the events judgeflow itself emits.
+
+Every emitted event carries a deterministic `event_id` (uuid5 of its input
+identity and step, DESIGN decision 9) so consumers drop redeliveries.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from schemas.base import Contract
+from schemas.claim_check import Verdict
+from schemas.rubric import AggregationMode, ReconciliationMethod, RoutingPolicy, TieRule
+from schemas.types import SchemaVersion, Timestamp, Uuid
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class EvaluationRunStarted(Contract):
+    """An orchestrator opened a run: which judges to expect and how long to wait."""
+
+    schema_version: SchemaVersion = "1.0"
+    evaluation_run_id: Uuid
+    submission_id: Uuid
+    rubric_version_id: Uuid
+    expected_judge_models: Annotated[list[Annotated[str, Field(min_length=3)]], Field(min_length=1)]
+    judge_timeout_seconds: Annotated[float, Field(gt=0)]
+    started_at: Timestamp
+
+    @model_validator(mode="after")
+    def _unique_judges(self) -> EvaluationRunStarted:
+        if len(set(self.expected_judge_models)) != len(self.expected_judge_models):
+            raise PydanticCustomError("DUPLICATE_JUDGE_MODEL", "a judge model is expected twice")
+        return self
+
+
+class HumanReview(Contract):
+    """A reviewer's final verdict on a claim (seed 003's `reviews`)."""
+
+    schema_version: SchemaVersion = "1.0"
+    review_id: Uuid
+    claim_id: NonEmpty
+    reviewer: NonEmpty
+    final_verdict: Verdict
+    notes: str | None = None
+    created_at: Timestamp
+
+
+class InvalidEvent(Contract):
+    """A dead-letter record: the original bytes (base64), where they came
+    from, and why they were refused. Nothing is lost."""
+
+    schema_version: SchemaVersion = "1.0"
+    event_id: Uuid
+    contract: Literal["judge_output", "claim_check", "evaluation_run", "rubric", "review"]
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    source_key_b64: str | None
+    original_b64: str
+    original_size: int
+    original_sha256: str
+    original_truncated: bool = False
+    error_codes: Annotated[list[str], Field(min_length=1)]
+    errors: list[dict[str, Any]]
+    received_at: Timestamp
+
+
+class ContradictionScore(Contract):
+    judge_model: str
+    score: int
+
+
+class ContradictionDetail(Contract):
+    lane_key: str
+    scores: list[ContradictionScore]
+    spread: int
+
+
+class ReconciliationResult(Contract):
+    """Seed 000's ReconciliationResult in snake_case, plus what users need to
+    read a partial panel: which judges are missing and a notice."""
+
+    final_overall_score: int
+    final_adjusted_score: int
+    judge_count: int
+    successful_judge_count: int
+    has_contradictions: bool
+    contradiction_details: list[ContradictionDetail]
+    lane_scores_by_judge: dict[str, dict[str, int]]
+    reconciled_lane_scores: dict[str, int]
+    method: ReconciliationMethod
+    weighted_final_score: float | None = None
+    missing_judges: list[str] = Field(default_factory=list)
+    failed_judges: list[str] = Field(default_factory=list)
+    notice: str | None = None
+
+
+class ReconciliationRevision(Contract):
+    """One revision of a run's reconciled score on `evaluation.reconciled`."""
+
+    schema_version: SchemaVersion = "1.0"
+    event_id: Uuid
+    evaluation_run_id: Uuid
+    submission_id: Uuid
+    rubric_version_id: Uuid
+    revision: Annotated[int, Field(ge=1)]
+    status: Literal["provisional", "final"]
+    final_reason: Literal["all_judges_in", "timeout"] | None = None
+    judge_run_ids: list[str]
+    expected_judge_models: list[str]
+    result: ReconciliationResult
+    emitted_at: Timestamp
+
+
+class RoutingDecision(Contract):
+    """Where a claim (or a whole evaluation run) goes next, and why."""
+
+    schema_version: SchemaVersion = "1.0"
+    event_id: Uuid
+    subject: Literal["claim", "evaluation"]
+    claim_id: str | None = None
+    evaluation_run_id: str | None = None
+    route: Literal["done", "second_judge", "human_review"]
+    reason: str
+    verdict: Verdict | None = None
+    score: float | None = None
+    confidence: float | None = None
+    judge_ids: list[str] = Field(default_factory=list)
+    input_ids: list[str] = Field(default_factory=list)
+    policy: RoutingPolicy | None = None
+    aggregation_mode: AggregationMode | None = None
+    tie_rule: TieRule | None = None
+    agreement: float | None = None
+    decided_at: Timestamp

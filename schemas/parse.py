@@ -1,0 +1,127 @@
+"""The one way in: bytes | str | dict -> a validated, current-version contract.
+
+Each parser decodes strictly, resolves and upcasts the schema version, and
+validates; every failure is a `ContractError` with codes. `validate_*`
+also returns the warnings and the version the producer sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from schemas.claim_check import ClaimCheck
+from schemas.decoding import MAX_PAYLOAD_BYTES, decode_object
+from schemas.error_codes import contract_error
+from schemas.errors import ContractError, ContractWarning, ErrorDetail
+from schemas.events import EvaluationRunStarted, HumanReview
+from schemas.judge_output import JudgeOutput
+from schemas.quality import judge_output_warnings
+from schemas.rubric import RubricVersion
+from schemas.versions import CLAIM_CHECK_VERSIONS, JUDGE_OUTPUT_VERSIONS, VersionLine
+
+T = TypeVar("T", bound=BaseModel)
+RawEvent = bytes | bytearray | memoryview | str | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[T]):
+    event: T
+    warnings: tuple[ContractWarning, ...] = ()
+    source_version: str = ""
+
+
+def _validate(model: type[T], doc: dict[str, Any]) -> T:
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        raise contract_error(exc) from None
+
+
+def _decode_versioned(
+    data: RawEvent, line: VersionLine, max_bytes: int
+) -> tuple[str, dict[str, Any]]:
+    return line.upcast(decode_object(data, max_bytes=max_bytes))
+
+
+def check_against_rubric(output: JudgeOutput, rubric: RubricVersion) -> None:
+    """Lane and dimension keys outside the rubric are invalid, never dropped (decision 3)."""
+    errors: list[ErrorDetail] = []
+    if output.rubric_version_id != rubric.rubric_version_id:
+        errors.append(
+            ErrorDetail(
+                "RUBRIC_MISMATCH",
+                ("rubric_version_id",),
+                f"output names rubric {output.rubric_version_id}, checked against "
+                f"{rubric.rubric_version_id}",
+            )
+        )
+    for i, lane in enumerate(output.lane_scores):
+        spec = rubric.lane(lane.lane_key)
+        if spec is None:
+            errors.append(
+                ErrorDetail(
+                    "UNKNOWN_LANE_KEY",
+                    ("lane_scores", i, "lane_key"),
+                    f"lane {lane.lane_key!r} is not in rubric {rubric.name}",
+                )
+            )
+            continue
+        known = spec.dimension_weights()
+        for j, dim in enumerate(lane.dimension_scores):
+            if dim.dimension_key not in known:
+                errors.append(
+                    ErrorDetail(
+                        "UNKNOWN_DIMENSION_KEY",
+                        ("lane_scores", i, "dimension_scores", j, "dimension_key"),
+                        f"dimension {dim.dimension_key!r} is not in lane {lane.lane_key}",
+                    )
+                )
+    if errors:
+        raise ContractError(errors)
+
+
+def validate_judge_output(
+    data: RawEvent, *, rubric: RubricVersion | None = None, max_bytes: int = MAX_PAYLOAD_BYTES
+) -> Parsed[JudgeOutput]:
+    sent, doc = _decode_versioned(data, JUDGE_OUTPUT_VERSIONS, max_bytes)
+    output = _validate(JudgeOutput, doc)
+    if rubric is not None:
+        check_against_rubric(output, rubric)
+    return Parsed(output, tuple(judge_output_warnings(output, rubric)), sent)
+
+
+def parse_judge_output(data: RawEvent, *, rubric: RubricVersion | None = None) -> JudgeOutput:
+    """Parse one judge output of any supported schema_version into the 2.1 model."""
+    return validate_judge_output(data, rubric=rubric).event
+
+
+def validate_claim_check(
+    data: RawEvent, *, max_bytes: int = MAX_PAYLOAD_BYTES
+) -> Parsed[ClaimCheck]:
+    sent, doc = _decode_versioned(data, CLAIM_CHECK_VERSIONS, max_bytes)
+    return Parsed(_validate(ClaimCheck, doc), (), sent)
+
+
+def parse_claim_check(data: RawEvent) -> ClaimCheck:
+    """Parse one claim check (seed 003) strictly: "0.9" is not a number."""
+    return validate_claim_check(data).event
+
+
+def _parse_simple(model: type[T], data: RawEvent) -> T:
+    _, doc = VersionLine(model.__name__, {"1.0": None}).upcast(decode_object(data))
+    return _validate(model, doc)
+
+
+def parse_rubric(data: RawEvent) -> RubricVersion:
+    return _parse_simple(RubricVersion, data)
+
+
+def parse_evaluation_run(data: RawEvent) -> EvaluationRunStarted:
+    return _parse_simple(EvaluationRunStarted, data)
+
+
+def parse_human_review(data: RawEvent) -> HumanReview:
+    return _parse_simple(HumanReview, data)
