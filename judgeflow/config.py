@@ -1,0 +1,174 @@
+"""Configuration from environment variables (and an optional TOML file).
+
+Every value is validated up front so a bad setting fails in one clear line,
+not a traceback from deep inside a Kafka client.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """TLS / SASL settings passed through to every Kafka client unchanged."""
+
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+    def aiokafka_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            kwargs.update(
+                sasl_mechanism=self.sasl_mechanism,
+                sasl_plain_username=self.sasl_username,
+                sasl_plain_password=self.sasl_password,
+            )
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            import ssl
+
+            ctx = ssl.create_default_context(cafile=self.ssl_cafile)
+            if self.ssl_certfile:
+                ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+            kwargs["ssl_context"] = ctx
+        return kwargs
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    database_url: str | None = field(default=None, repr=False)
+    topic_prefix: str = ""
+    app_id: str = "judgeflow"
+    partitions: int = 4
+    replication_factor: int = 1
+    data_dir: Path = Path(".judgeflow/worker-data")
+    store: str = "memory://"
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    web_enabled: bool = False
+    timer_interval_seconds: float = 1.0
+    max_payload_bytes: int = 1_000_000
+    kafka_security: KafkaSecurity = KafkaSecurity()
+
+    @property
+    def broker_url(self) -> str:
+        return ",".join(f"kafka://{hp}" for hp in self.kafka_bootstrap_servers.split(","))
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+
+ENV = {
+    "KAFKA_BOOTSTRAP_SERVERS": "kafka_bootstrap_servers",
+    "DATABASE_URL": "database_url",
+    "JUDGEFLOW_TOPIC_PREFIX": "topic_prefix",
+    "JUDGEFLOW_APP_ID": "app_id",
+    "JUDGEFLOW_PARTITIONS": "partitions",
+    "JUDGEFLOW_REPLICATION_FACTOR": "replication_factor",
+    "JUDGEFLOW_DATA_DIR": "data_dir",
+    "JUDGEFLOW_STORE": "store",
+    "JUDGEFLOW_WEB_HOST": "web_host",
+    "JUDGEFLOW_WEB_PORT": "web_port",
+    "JUDGEFLOW_WEB_ENABLED": "web_enabled",
+    "JUDGEFLOW_TIMER_INTERVAL": "timer_interval_seconds",
+    "JUDGEFLOW_MAX_PAYLOAD_BYTES": "max_payload_bytes",
+}
+SECURITY_ENV = {
+    "KAFKA_SECURITY_PROTOCOL": "security_protocol",
+    "KAFKA_SASL_MECHANISM": "sasl_mechanism",
+    "KAFKA_SASL_USERNAME": "sasl_username",
+    "KAFKA_SASL_PASSWORD": "sasl_password",
+    "KAFKA_SSL_CAFILE": "ssl_cafile",
+    "KAFKA_SSL_CERTFILE": "ssl_certfile",
+    "KAFKA_SSL_KEYFILE": "ssl_keyfile",
+}
+
+
+def _coerce(name: str, kind: Any, raw: Any) -> Any:
+    try:
+        if kind in (int, "int"):
+            return int(raw)
+        if kind in (float, "float"):
+            return float(raw)
+        if kind in (bool, "bool"):
+            if isinstance(raw, bool):
+                return raw
+            if str(raw).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(raw).lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if kind in (Path, "Path"):
+            return Path(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: expected {getattr(kind, '__name__', kind)}") from None
+    return raw if raw is None else str(raw)
+
+
+def load_settings(env: Mapping[str, str] | None = None, config_file: Path | None = None) -> Settings:
+    """Settings from a TOML file (optional; `JUDGEFLOW_CONFIG`) overlaid by the environment."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    security: dict[str, Any] = {}
+    path = config_file or (Path(env["JUDGEFLOW_CONFIG"]) if env.get("JUDGEFLOW_CONFIG") else None)
+    if path is not None:
+        try:
+            doc = tomllib.loads(Path(path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"config file {path}: {exc}") from None
+        known = {f.name for f in fields(Settings)}
+        for key, value in doc.items():
+            if key == "kafka_security" and isinstance(value, dict):
+                security.update(value)
+            elif key in known:
+                values[key] = value
+            else:
+                raise ConfigError(f"config file {path}: unknown setting {key!r}")
+    for var, attr in ENV.items():
+        if env.get(var) not in (None, ""):
+            values[attr] = env[var]
+    for var, attr in SECURITY_ENV.items():
+        if env.get(var) not in (None, ""):
+            security[attr] = env[var]
+    types = {f.name: f.type for f in fields(Settings)}
+    typed = {k: _coerce(k, types[k], v) for k, v in values.items()}
+    settings = Settings(**typed, kafka_security=KafkaSecurity(**security))
+    validate(settings)
+    return settings
+
+
+def validate(settings: Settings) -> None:
+    servers = [s.strip() for s in settings.kafka_bootstrap_servers.split(",")]
+    for server in servers:
+        match = _HOSTPORT.match(server)
+        if not match or not 0 < int(match.group(2)) < 65536:
+            raise ConfigError(
+                f"KAFKA_BOOTSTRAP_SERVERS: {server!r} is not host:port (e.g. 127.0.0.1:9092)"
+            )
+    if settings.database_url is not None and not re.match(
+        r"^postgres(ql)?://", settings.database_url
+    ):
+        raise ConfigError("DATABASE_URL: expected postgresql://user@host:port/dbname")
+    if settings.partitions < 1:
+        raise ConfigError("JUDGEFLOW_PARTITIONS: must be at least 1")
+    if settings.kafka_security.security_protocol not in PROTOCOLS:
+        raise ConfigError(f"KAFKA_SECURITY_PROTOCOL: one of {', '.join(PROTOCOLS)}")

