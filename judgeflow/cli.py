@@ -19,8 +19,12 @@ def _settings(ctx: click.Context) -> Settings:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="TOML config file (env vars override it; also JUDGEFLOW_CONFIG).")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML config file (env vars override it; also JUDGEFLOW_CONFIG).",
+)
 @click.pass_context
 def main(ctx: click.Context, config: Path | None) -> None:
     """judgeflow: validate, reconcile, route and project LLM-judge outputs.
@@ -100,10 +104,15 @@ def worker(ctx: click.Context, loglevel: str) -> None:
     settings = _settings(ctx)
     names = TopicNames.with_prefix(settings.topic_prefix)
     try:
-        asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, names,
-                                  partitions=settings.partitions,
-                                  replication=settings.replication_factor,
-                                  **settings.kafka_security.aiokafka_kwargs()))
+        asyncio.run(
+            ensure_topics(
+                settings.kafka_bootstrap_servers,
+                names,
+                partitions=settings.partitions,
+                replication=settings.replication_factor,
+                **settings.kafka_security.aiokafka_kwargs(),
+            )
+        )
     except Exception as exc:
         raise click.ClickException(
             f"cannot reach Kafka at {settings.kafka_bootstrap_servers}: {exc}"
@@ -121,6 +130,26 @@ def topology(ctx: click.Context) -> None:
 
     settings = _settings(ctx)
     click.echo(describe(TopicNames.with_prefix(settings.topic_prefix)))
+
+
+@main.command()
+@click.option("--runs", default=30, show_default=True, help="evaluation runs (3 judges each)")
+@click.option("--claims", default=300, show_default=True, help="claim checks")
+@click.option("--seed", default=7, show_default=True)
+@click.option("--timeout", default=180.0, show_default=True, help="seconds to wait for the pipeline")
+def demo(runs: int, claims: int, seed: int, timeout: float) -> None:
+    """Run the pipeline end to end on embedded Kafka and Postgres.
+
+    Uses KAFKA_BOOTSTRAP_SERVERS / DATABASE_URL instead when they are set.
+    Exits 0 only if every published event is accounted for.
+
+    \b
+    Example:
+      judgeflow demo --runs 10 --claims 100
+    """
+    from judgeflow.demo import run_demo
+
+    sys.exit(run_demo(runs=runs, claims=claims, seed=seed, timeout=timeout))
 
 
 @main.group()

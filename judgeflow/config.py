@@ -161,12 +161,8 @@ def validate(settings: Settings) -> None:
     for server in servers:
         match = _HOSTPORT.match(server)
         if not match or not 0 < int(match.group(2)) < 65536:
-            raise ConfigError(
-                f"KAFKA_BOOTSTRAP_SERVERS: {server!r} is not host:port (e.g. 127.0.0.1:9092)"
-            )
-    if settings.database_url is not None and not re.match(
-        r"^postgres(ql)?://", settings.database_url
-    ):
+            raise ConfigError(f"KAFKA_BOOTSTRAP_SERVERS: {server!r} is not host:port (e.g. 127.0.0.1:9092)")
+    if settings.database_url is not None and not re.match(r"^postgres(ql)?://", settings.database_url):
         raise ConfigError("DATABASE_URL: expected postgresql://user@host:port/dbname")
     if settings.partitions < 1:
         raise ConfigError("JUDGEFLOW_PARTITIONS: must be at least 1")

@@ -64,8 +64,12 @@ def band(score: int) -> str:
 
 
 def evaluation_run(
-    run_id: str, *, submission_id: str | None = None, rubric_id: str | None = None,
-    judges: tuple[str, ...] = JUDGE_MODELS, timeout_s: float = 30.0,
+    run_id: str,
+    *,
+    submission_id: str | None = None,
+    rubric_id: str | None = None,
+    judges: tuple[str, ...] = JUDGE_MODELS,
+    timeout_s: float = 30.0,
 ) -> dict[str, Any]:
     return {
         "schema_version": "1.0",
@@ -95,7 +99,7 @@ def judge_output(
     """One judge output of schema 2.1, internally consistent (lane = weighted dimension mean)."""
     lanes = lanes or LANES
     base = base_score if base_score is not None else rng.randint(35, 90)
-    lane_docs = []
+    lane_docs: list[dict[str, Any]] = []
     for lane_key, dims in lanes.items():
         dim_docs, total, weight_sum = [], 0.0, 0.0
         for dim_key, weight in dims:
@@ -109,11 +113,17 @@ def judge_output(
                     "reasoning": f"The {dim_key.replace('_', ' ')} at line {rng.randint(5, 400)} "
                     f"handles the null input path and the retry after tool error",
                     "evidence_refs": [
-                        {"type": "transcript_line", "id": str(rng.randint(1, 900)),
-                         "excerpt": "TypeError: Cannot read property of null"}
-                        if k % 2 == 0 else
-                        {"type": "tool_call", "id": f"tc_{rng.randrange(16**6):06x}",
-                         "location": f"step:{rng.randint(1, 40)}"}
+                        {
+                            "type": "transcript_line",
+                            "id": str(rng.randint(1, 900)),
+                            "excerpt": "TypeError: Cannot read property of null",
+                        }
+                        if k % 2 == 0
+                        else {
+                            "type": "tool_call",
+                            "id": f"tc_{rng.randrange(16**6):06x}",
+                            "location": f"step:{rng.randint(1, 40)}",
+                        }
                         for k in range(evidence_per_dimension)
                     ],
                     "band_label": band(score),
@@ -125,7 +135,7 @@ def judge_output(
     if status == "partial":
         lane_docs = lane_docs[: max(1, len(lane_docs) - 1)]
     overall = round(sum(lane["lane_score"] for lane in lane_docs) / len(lane_docs)) if lane_docs else 0
-    adjustments = []
+    adjustments: list[dict[str, Any]] = []
     if with_adjustment:
         adjustments.append(
             {
@@ -158,10 +168,12 @@ def judge_output(
         "rubric_version_id": rubric_id or stable_id("rubric", "default"),
         "overall_score": overall,
         "lane_scores": lane_docs,
-        "positive_signal": f"Added a regression test for the empty-list case in test_parse.py line {rng.randint(3, 99)}",
-        "primary_weakness": f"The retry loop in fetch_page() swallows the timeout error at step {rng.randint(2, 30)}",
+        "positive_signal": "Added a regression test for the empty-list case in test_parse.py line "
+        f"{rng.randint(3, 99)}",
+        "primary_weakness": "The retry loop in fetch_page() swallows the timeout error at step "
+        f"{rng.randint(2, 30)}",
         "confidence": rng.choice(["high", "high", "medium", "low"]),
-        "confidence_reasoning": "Transcript and test output agree; two tool errors were ambiguous to attribute",
+        "confidence_reasoning": "Transcript and test output agree; two tool errors were ambiguous",
         "flags": flags,
         "integrity_adjustments": adjustments,
         "integrity_adjusted_score": max(0, overall + sum(a["deduction"] for a in adjustments)),
@@ -184,9 +196,19 @@ def judge_output(
 
 def as_version_1_0(doc: dict[str, Any]) -> dict[str, Any]:
     """The same output as a 1.0 producer would have sent it."""
-    old = {k: v for k, v in doc.items() if k not in (
-        "telemetry_summary", "integrity_adjustments", "integrity_adjusted_score",
-        "status", "failure_reason", "completed_lane_keys")}
+    old = {
+        k: v
+        for k, v in doc.items()
+        if k
+        not in (
+            "telemetry_summary",
+            "integrity_adjustments",
+            "integrity_adjusted_score",
+            "status",
+            "failure_reason",
+            "completed_lane_keys",
+        )
+    }
     old["schema_version"] = "1.0"
     return old
 
@@ -195,7 +217,8 @@ def as_version_2_0(doc: dict[str, Any]) -> dict[str, Any]:
     """The same output as a 2.0 producer would have sent it."""
     old = dict(doc)
     old["telemetry_summary"] = {
-        k: v for k, v in doc["telemetry_summary"].items()
+        k: v
+        for k, v in doc["telemetry_summary"].items()
         if k not in ("error_count", "telemetry_unavailable_reason")
     }
     old["schema_version"] = "2.0"
@@ -203,8 +226,13 @@ def as_version_2_0(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def claim_check(
-    rng: random.Random, claim_id: str, judge_id: str = "faithfulness-judge-v1", *,
-    verdict: str | None = None, score: float | None = None, confidence: float | None = None,
+    rng: random.Random,
+    claim_id: str,
+    judge_id: str = "faithfulness-judge-v1",
+    *,
+    verdict: str | None = None,
+    score: float | None = None,
+    confidence: float | None = None,
     source_id: str | None = None,
 ) -> dict[str, Any]:
     verdict = verdict or rng.choices(["pass", "fail", "unclear"], weights=[62, 33, 5])[0]

@@ -39,7 +39,5 @@ class ClaimCheck(Contract):
     @model_validator(mode="after")
     def _score_needed(self) -> ClaimCheck:
         if self.score is None and self.verdict != "unclear":
-            raise PydanticCustomError(
-                "SCORE_REQUIRED", "score may be null only when verdict is unclear"
-            )
+            raise PydanticCustomError("SCORE_REQUIRED", "score may be null only when verdict is unclear")
         return self

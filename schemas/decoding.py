@@ -59,25 +59,25 @@ def decode_object(
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ContractError.single("INVALID_UTF8", f"not UTF-8: {exc.reason} at byte {exc.start}")
+            raise ContractError.single(
+                "INVALID_UTF8", f"not UTF-8: {exc.reason} at byte {exc.start}"
+            ) from None
     elif isinstance(data, str):
         text = data
         if len(text) > max_bytes and len(text.encode("utf-8")) > max_bytes:
-            raise ContractError.single(
-                "PAYLOAD_TOO_LARGE", f"payload exceeds the {max_bytes}-byte limit"
-            )
+            raise ContractError.single("PAYLOAD_TOO_LARGE", f"payload exceeds the {max_bytes}-byte limit")
     else:
-        raise ContractError.single(
-            "NOT_AN_OBJECT", f"expected bytes, str or dict, got {type(data).__name__}"
-        )
+        raise ContractError.single("NOT_AN_OBJECT", f"expected bytes, str or dict, got {type(data).__name__}")
     try:
         value = _DECODER.decode(text)
     except _Duplicate as dup:
-        raise ContractError.single("DUPLICATE_KEY", f"key {dup.key!r} appears twice in one object")
+        raise ContractError.single("DUPLICATE_KEY", f"key {dup.key!r} appears twice in one object") from None
     except _NonFinite as nf:
-        raise ContractError.single("NON_FINITE_NUMBER", f"{nf.literal} is not a JSON number")
+        raise ContractError.single("NON_FINITE_NUMBER", f"{nf.literal} is not a JSON number") from None
     except json.JSONDecodeError as exc:
-        raise ContractError.single("INVALID_JSON", f"{exc.msg} at line {exc.lineno} col {exc.colno}")
+        raise ContractError.single(
+            "INVALID_JSON", f"{exc.msg} at line {exc.lineno} col {exc.colno}"
+        ) from None
     except RecursionError:
         raise ContractError.single("NESTING_TOO_DEEP", "JSON nests too deeply") from None
     if not isinstance(value, dict):

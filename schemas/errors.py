@@ -55,8 +55,7 @@ class ContractError(ValueError):
 
     def _summary(self) -> str:
         head = "; ".join(
-            f"{e.code} at {'.'.join(str(p) for p in e.loc) or '<root>'}: {e.message}"
-            for e in self.errors[:5]
+            f"{e.code} at {'.'.join(str(p) for p in e.loc) or '<root>'}: {e.message}" for e in self.errors[:5]
         )
         more = f" (+{len(self.errors) - 5} more)" if len(self.errors) > 5 else ""
         return head + more

@@ -35,8 +35,14 @@ REFINEMENTS = (
     "telemetry_unavailable_reason."
 )
 
-_NOT_IN_1_0 = ("telemetry_summary", "integrity_adjustments", "integrity_adjusted_score",
-               "status", "failure_reason", "completed_lane_keys")
+_NOT_IN_1_0 = (
+    "telemetry_summary",
+    "integrity_adjustments",
+    "integrity_adjusted_score",
+    "status",
+    "failure_reason",
+    "completed_lane_keys",
+)
 _TELEMETRY_NOT_IN_2_0 = ("error_count", "telemetry_unavailable_reason")
 
 
@@ -70,9 +76,12 @@ def judge_output_schemas() -> dict[str, dict[str, Any]]:
 def all_schemas() -> dict[str, dict[str, Any]]:
     files = {f"judge_output-{v}.json": s for v, s in judge_output_schemas().items()}
     for name, model in (
-        ("claim_check", ClaimCheck), ("rubric_version", RubricVersion),
-        ("evaluation_run_started", EvaluationRunStarted), ("human_review", HumanReview),
-        ("invalid_event", InvalidEvent), ("reconciliation_revision", ReconciliationRevision),
+        ("claim_check", ClaimCheck),
+        ("rubric_version", RubricVersion),
+        ("evaluation_run_started", EvaluationRunStarted),
+        ("human_review", HumanReview),
+        ("invalid_event", InvalidEvent),
+        ("reconciliation_revision", ReconciliationRevision),
         ("routing_decision", RoutingDecision),
     ):
         files[f"{name}-1.0.json"] = _schema(model, "1.0")

@@ -71,9 +71,7 @@ class LaneScore(Contract):
     def _unique_dimensions(self) -> LaneScore:
         keys = [d.dimension_key for d in self.dimension_scores]
         if len(keys) != len(set(keys)):
-            raise PydanticCustomError(
-                "DUPLICATE_DIMENSION_KEY", "a dimension_key appears twice in one lane"
-            )
+            raise PydanticCustomError("DUPLICATE_DIMENSION_KEY", "a dimension_key appears twice in one lane")
         return self
 
 
@@ -91,8 +89,12 @@ class TelemetrySummary(Contract):
     @model_validator(mode="after")
     def _present_or_explained(self) -> TelemetrySummary:
         metrics = (
-            self.tool_call_count, self.step_count, self.error_count,
-            self.error_rate, self.total_tokens_used, self.wall_time_seconds,
+            self.tool_call_count,
+            self.step_count,
+            self.error_count,
+            self.error_rate,
+            self.total_tokens_used,
+            self.wall_time_seconds,
         )
         reason = (self.telemetry_unavailable_reason or "").strip()
         if reason:
@@ -185,9 +187,9 @@ class JudgeOutput(Contract):
                 "COMPLETED_LANES_MISMATCH",
                 "completed_lane_keys must list exactly the lanes present in lane_scores",
             )
-        if self.judge_completed_at is not None and parse_timestamp(
-            self.judge_completed_at
-        ) < parse_timestamp(self.judge_started_at):
+        if self.judge_completed_at is not None and parse_timestamp(self.judge_completed_at) < parse_timestamp(
+            self.judge_started_at
+        ):
             raise PydanticCustomError(
                 "TIMESTAMPS_OUT_OF_ORDER", "judge_completed_at is before judge_started_at"
             )

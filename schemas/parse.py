@@ -40,9 +40,7 @@ def _validate(model: type[T], doc: dict[str, Any]) -> T:
         raise contract_error(exc) from None
 
 
-def _decode_versioned(
-    data: RawEvent, line: VersionLine, max_bytes: int
-) -> tuple[str, dict[str, Any]]:
+def _decode_versioned(data: RawEvent, line: VersionLine, max_bytes: int) -> tuple[str, dict[str, Any]]:
     return line.upcast(decode_object(data, max_bytes=max_bytes))
 
 
@@ -54,8 +52,7 @@ def check_against_rubric(output: JudgeOutput, rubric: RubricVersion) -> None:
             ErrorDetail(
                 "RUBRIC_MISMATCH",
                 ("rubric_version_id",),
-                f"output names rubric {output.rubric_version_id}, checked against "
-                f"{rubric.rubric_version_id}",
+                f"output names rubric {output.rubric_version_id}, checked against {rubric.rubric_version_id}",
             )
         )
     for i, lane in enumerate(output.lane_scores):
@@ -98,9 +95,7 @@ def parse_judge_output(data: RawEvent, *, rubric: RubricVersion | None = None) -
     return validate_judge_output(data, rubric=rubric).event
 
 
-def validate_claim_check(
-    data: RawEvent, *, max_bytes: int = MAX_PAYLOAD_BYTES
-) -> Parsed[ClaimCheck]:
+def validate_claim_check(data: RawEvent, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> Parsed[ClaimCheck]:
     sent, doc = _decode_versioned(data, CLAIM_CHECK_VERSIONS, max_bytes)
     return Parsed(_validate(ClaimCheck, doc), (), sent)
 

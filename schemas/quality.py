@@ -20,12 +20,34 @@ WEIGHTED_TOLERANCE = 1.0
 UNWEIGHTED_TOLERANCE = 10.0
 
 GENERIC_PHRASES = (
-    "good understanding", "shows understanding", "good job", "great job", "nice work",
-    "well done", "solid work", "solid effort", "good effort", "overall good", "overall solid",
-    "strong performance", "good performance", "well structured", "well-structured",
-    "needs improvement", "room for improvement", "could be better", "could be improved",
-    "lacks depth", "lack of depth", "not bad", "decent work", "good work", "high quality",
-    "meets expectations", "generally good", "mostly correct",
+    "good understanding",
+    "shows understanding",
+    "good job",
+    "great job",
+    "nice work",
+    "well done",
+    "solid work",
+    "solid effort",
+    "good effort",
+    "overall good",
+    "overall solid",
+    "strong performance",
+    "good performance",
+    "well structured",
+    "well-structured",
+    "needs improvement",
+    "room for improvement",
+    "could be better",
+    "could be improved",
+    "lacks depth",
+    "lack of depth",
+    "not bad",
+    "decent work",
+    "good work",
+    "high quality",
+    "meets expectations",
+    "generally good",
+    "mostly correct",
 )
 _SCORE_RESTATEMENT = re.compile(
     r"\b(scor(e|ed|es|ing)|rated|rating|points?|band)\b|\b\d{1,3}\s*(/|out of)\s*100\b", re.I
@@ -82,9 +104,7 @@ def specificity_warnings(output: JudgeOutput) -> list[ContractWarning]:
         if any(phrase in lowered for phrase in GENERIC_PHRASES):
             found.append(ContractWarning("GENERIC_SIGNAL", (name,), f"{name} uses a generic phrase"))
         if _SCORE_RESTATEMENT.search(text):
-            found.append(
-                ContractWarning("SIGNAL_RESTATES_SCORE", (name,), f"{name} restates a score")
-            )
+            found.append(ContractWarning("SIGNAL_RESTATES_SCORE", (name,), f"{name} restates a score"))
         if not _CONCRETE.search(text):
             found.append(
                 ContractWarning(
@@ -124,7 +144,5 @@ def partial_warnings(output: JudgeOutput, rubric: RubricVersion | None = None) -
     ]
 
 
-def judge_output_warnings(
-    output: JudgeOutput, rubric: RubricVersion | None = None
-) -> list[ContractWarning]:
+def judge_output_warnings(output: JudgeOutput, rubric: RubricVersion | None = None) -> list[ContractWarning]:
     return lane_warnings(output, rubric) + specificity_warnings(output) + partial_warnings(output, rubric)

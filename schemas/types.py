@@ -38,9 +38,7 @@ def _check_timestamp(value: str) -> str:
 
 
 Uuid = Annotated[str, AfterValidator(_check_uuid), Field(json_schema_extra={"format": "uuid"})]
-Timestamp = Annotated[
-    str, AfterValidator(_check_timestamp), Field(json_schema_extra={"format": "date-time"})
-]
+Timestamp = Annotated[str, AfterValidator(_check_timestamp), Field(json_schema_extra={"format": "date-time"})]
 FlagCode = Annotated[str, Field(pattern=SCREAMING_SNAKE)]
 Key = Annotated[str, Field(pattern=LOWER_SNAKE)]
 SchemaVersion = Annotated[str, Field(pattern=SCHEMA_VERSION_PATTERN)]

@@ -2,8 +2,10 @@
 
 | version | what it has |
 |---|---|
-| 1.0 | scores, lanes, signals, confidence, flags; no telemetry, integrity adjustments, status or completed lanes |
-| 2.0 | adds telemetry (without error_count / telemetry_unavailable_reason), integrity adjustments, status, completed lanes |
+| 1.0 | scores, lanes, signals, confidence, flags; no telemetry, integrity |
+|     | adjustments, status or completed lanes                              |
+| 2.0 | adds telemetry (without error_count and telemetry_unavailable_reason), |
+|     | integrity adjustments, status, completed lanes                     |
 | 2.1 | seed 000's contract |
 
 Upcasters are additive and explicit: each fills only fields the old version
@@ -90,8 +92,7 @@ class VersionLine:
         if not same_major:
             raise ContractError.single(
                 "UNSUPPORTED_SCHEMA_VERSION",
-                f"{self.name} major version {major} is not supported "
-                f"(known: {', '.join(self.known)})",
+                f"{self.name} major version {major} is not supported (known: {', '.join(self.known)})",
                 ("schema_version",),
             )
         older = [v for v in same_major if _key(v) <= _key(sent)]

@@ -37,12 +37,14 @@ class AgentSpec:
 
 AGENTS: tuple[AgentSpec, ...] = (
     AgentSpec(
-        "validate_judge_outputs", reads="judge_outputs",
+        "validate_judge_outputs",
+        reads="judge_outputs",
         writes=("judge_outputs_valid", "invalid"),
         does="validate against the contract, upcast to 2.1, attach warnings; dead-letter the rest",
     ),
     AgentSpec(
-        "validate_claim_checks", reads="checks",
+        "validate_claim_checks",
+        reads="checks",
         writes=("checks_valid", "invalid", "human_review"),
         does="validate claim checks; an invalid one is dead-lettered and queued for humans as unclear",
     ),
@@ -70,8 +72,10 @@ def _credentials(settings: Settings) -> Any:
     ssl_context = sec.aiokafka_kwargs().get("ssl_context")
     if sec.sasl_mechanism:
         return faust.SASLCredentials(
-            username=sec.sasl_username, password=sec.sasl_password,
-            mechanism=sec.sasl_mechanism, ssl_context=ssl_context,
+            username=sec.sasl_username,
+            password=sec.sasl_password,
+            mechanism=sec.sasl_mechanism,
+            ssl_context=ssl_context,
         )
     return faust.SSLCredentials(ssl_context)
 
@@ -93,13 +97,19 @@ def build_app(settings: Settings) -> faust.App:
         consumer_auto_offset_reset="earliest",
     )
     topics = {
-        role: app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw",
-                        value_serializer="raw", partitions=settings.partitions)
+        role: app.topic(
+            name,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=settings.partitions,
+        )
         for role, name in names.all().items()
     }
 
     def agent(spec: AgentSpec, screen: Screen, contract: str) -> None:
-        async def process(stream: faust.Stream) -> None:
+        async def process(stream: faust.StreamT) -> None:
             async for event in stream.events():
                 msg = event.message
                 src = SourceRef(msg.topic, msg.partition, msg.offset, msg.key)
@@ -113,13 +123,11 @@ def build_app(settings: Settings) -> faust.App:
                 for record in out:
                     if record.role not in spec.writes:
                         raise RuntimeError(f"{spec.name} may not write {record.role}")
-                    await topics[record.role].send(key=record.key, value=record.value,
-                                                   headers=record.headers)
+                    await topics[record.role].send(key=record.key, value=record.value, headers=record.headers)
 
         process.__name__ = spec.name
         app.agent(topics[spec.reads], name=spec.name)(process)
 
     agent(AGENTS[0], screen_judge_output, "judge_output")
     agent(AGENTS[1], screen_claim_check, "claim_check")
-    app.conf.judgeflow_topics = names  # type: ignore[attr-defined]
     return app

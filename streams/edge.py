@@ -100,9 +100,7 @@ def dead_letter(
     )
 
 
-def screen_judge_output(
-    raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYLOAD_BYTES
-) -> list[Outgoing]:
+def screen_judge_output(raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> list[Outgoing]:
     try:
         parsed = validate_judge_output(raw, max_bytes=max_bytes)
     except ContractError as err:
@@ -113,8 +111,11 @@ def screen_judge_output(
         (H_SOURCE_VERSION, parsed.source_version.encode()),
         *_warning_header(parsed.warnings),
     ]
-    return [Outgoing("judge_outputs_valid", out.evaluation_run_id.encode(),
-                     out.model_dump_json().encode(), headers)]
+    return [
+        Outgoing(
+            "judge_outputs_valid", out.evaluation_run_id.encode(), out.model_dump_json().encode(), headers
+        )
+    ]
 
 
 def _readable_claim(raw: bytes) -> tuple[str | None, str | None]:
@@ -129,9 +130,7 @@ def _readable_claim(raw: bytes) -> tuple[str | None, str | None]:
     )
 
 
-def screen_claim_check(
-    raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYLOAD_BYTES
-) -> list[Outgoing]:
+def screen_claim_check(raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> list[Outgoing]:
     try:
         parsed = validate_claim_check(raw, max_bytes=max_bytes)
     except ContractError as err:
@@ -153,8 +152,15 @@ def screen_claim_check(
             input_ids=[event_id("invalid", src.coordinates())],
             decided_at=now_iso(),
         )
-        return [dlq, Outgoing("human_review", claim_id.encode(), routed.model_dump_json().encode(),
-                              [(H_SOURCE, src.coordinates().encode())])]
+        return [
+            dlq,
+            Outgoing(
+                "human_review",
+                claim_id.encode(),
+                routed.model_dump_json().encode(),
+                [(H_SOURCE, src.coordinates().encode())],
+            ),
+        ]
     check = parsed.event
     headers = [(H_SOURCE, src.coordinates().encode()), (H_SOURCE_VERSION, parsed.source_version.encode())]
     return [Outgoing("checks_valid", check.claim_id.encode(), check.model_dump_json().encode(), headers)]

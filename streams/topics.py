@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class TopicNames:
 
     @classmethod
     def with_prefix(cls, prefix: str) -> TopicNames:
-        return cls(**{f.name: prefix + f.default for f in fields(cls)})  # type: ignore[operator]
+        return cls(**{role: prefix + name for role, name in cls().all().items()})
 
     def all(self) -> dict[str, str]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -35,7 +36,7 @@ COMPACTED_ROLES = ("rubrics",)
 
 
 async def ensure_topics(
-    bootstrap: str, names: TopicNames, *, partitions: int, replication: int, **client: object
+    bootstrap: str, names: TopicNames, *, partitions: int, replication: int, **client: Any
 ) -> list[str]:
     """Create every judgeflow topic that is missing; return the ones created.
 
@@ -43,7 +44,7 @@ async def ensure_topics(
     """
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client)  # type: ignore[arg-type]
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -57,6 +58,28 @@ async def ensure_topics(
             wanted.append(NewTopic(name, partitions, replication, topic_configs=config))
         if wanted:
             await admin.create_topics(wanted)
+            await _wait_for_leaders(admin, [t.name for t in wanted])
         return [t.name for t in wanted]
     finally:
         await admin.close()
+
+
+async def _wait_for_leaders(admin: Any, topics: list[str], timeout: float = 30.0) -> None:
+    """New partitions take a moment to get a leader; producing before that
+    only earns NotLeaderForPartition retries."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        described = await admin.describe_topics(topics)
+        if all(
+            t.get("error_code", 0) == 0
+            and t.get("partitions")
+            and all(p.get("leader", -1) >= 0 for p in t["partitions"])
+            for t in described
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topics without leaders after {timeout}s: {topics}")
+        await asyncio.sleep(0.1)

@@ -26,9 +26,17 @@ def docker_answers() -> bool:
         return False
 
 
+STARTUP: dict[str, str] = {}
+
+
 def _report(name: str, seconds: float | None, how: str) -> None:
     if seconds is not None:
-        print(f"\n[services] {name} ({how}) ready in {seconds:.2f}s", flush=True)
+        STARTUP[name] = f"{name} ({how}) ready in {seconds:.2f}s"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in STARTUP.values():
+        terminalreporter.write_line(f"[services] {line}")
 
 
 @pytest.fixture(scope="session")

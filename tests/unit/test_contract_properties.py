@@ -15,11 +15,14 @@ from schemas import ContractError, parse_claim_check, parse_judge_output
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
     max_leaves=25,
 )
-VALID = workload.judge_output(random.Random(11), workload.stable_id("run", 11), "gpt-4o", with_flag=True,
-                              with_adjustment=True)
+VALID = workload.judge_output(
+    random.Random(11), workload.stable_id("run", 11), "gpt-4o", with_flag=True, with_adjustment=True
+)
 VALID_CHECK = workload.claim_check(random.Random(11), "claim-9")
 
 
@@ -76,20 +79,27 @@ def _mutate(doc: Any, path: tuple[Any, ...], value: Any, delete: bool) -> Any:
 
 @settings(suppress_health_check=[HealthCheck.too_slow], max_examples=300)
 @given(st.sampled_from(PATHS), json_values, st.booleans())
-def test_mutated_judge_output_parses_or_raises_contract_error(path: tuple[Any, ...], value: Any, delete: bool) -> None:
+def test_mutated_judge_output_parses_or_raises_contract_error(
+    path: tuple[Any, ...], value: Any, delete: bool
+) -> None:
     _outcome(parse_judge_output, _mutate(VALID, path, value, delete))
 
 
 @settings(max_examples=200)
 @given(st.sampled_from(CHECK_PATHS), json_values, st.booleans())
-def test_mutated_claim_check_parses_or_raises_contract_error(path: tuple[Any, ...], value: Any, delete: bool) -> None:
+def test_mutated_claim_check_parses_or_raises_contract_error(
+    path: tuple[Any, ...], value: Any, delete: bool
+) -> None:
     _outcome(parse_claim_check, _mutate(VALID_CHECK, path, value, delete))
 
 
 @given(st.sampled_from(["1.0", "2.0", "2.1", "2.9", "1.4"]))
 def test_every_supported_version_round_trips_to_current(version: str) -> None:
-    source = workload.as_version_1_0(VALID) if version.startswith("1.") else (
-        workload.as_version_2_0(VALID) if version == "2.0" else dict(VALID))
+    source = (
+        workload.as_version_1_0(VALID)
+        if version.startswith("1.")
+        else (workload.as_version_2_0(VALID) if version == "2.0" else dict(VALID))
+    )
     source["schema_version"] = version
     out = parse_judge_output(source)
     again = parse_judge_output(out.model_dump_json())

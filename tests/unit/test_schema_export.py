@@ -14,8 +14,13 @@ from schemas.export import export_json_schemas
 
 def test_export_and_validate_samples(tmp_path: Path) -> None:
     files = {p.name: json.loads(p.read_text()) for p in export_json_schemas(tmp_path)}
-    assert {"judge_output-1.0.json", "judge_output-2.0.json", "judge_output-2.1.json",
-            "claim_check-1.0.json", "rubric_version-1.0.json"} <= set(files)
+    assert {
+        "judge_output-1.0.json",
+        "judge_output-2.0.json",
+        "judge_output-2.1.json",
+        "claim_check-1.0.json",
+        "rubric_version-1.0.json",
+    } <= set(files)
     d = workload.judge_output(random.Random(1), workload.stable_id("r", 1), "gpt-4o", with_flag=True)
     jsonschema.validate(d, files["judge_output-2.1.json"])
     jsonschema.validate(workload.as_version_2_0(d), files["judge_output-2.0.json"])

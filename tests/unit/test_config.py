@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from judgeflow.config import ConfigError, load_settings
+
+
+def test_defaults_and_env_overrides() -> None:
+    s = load_settings({"KAFKA_BOOTSTRAP_SERVERS": "a:1,b:2", "JUDGEFLOW_PARTITIONS": "8"})
+    assert s.partitions == 8 and s.broker_url == "kafka://a:1,kafka://b:2"
+
+
+@pytest.mark.parametrize(
+    "env,fragment",
+    [
+        ({"KAFKA_BOOTSTRAP_SERVERS": "localhost"}, "KAFKA_BOOTSTRAP_SERVERS"),
+        ({"KAFKA_BOOTSTRAP_SERVERS": "h:99999"}, "KAFKA_BOOTSTRAP_SERVERS"),
+        ({"DATABASE_URL": "mysql://x"}, "DATABASE_URL"),
+        ({"JUDGEFLOW_PARTITIONS": "four"}, "partitions"),
+        ({"KAFKA_SECURITY_PROTOCOL": "TLS"}, "KAFKA_SECURITY_PROTOCOL"),
+    ],
+)
+def test_bad_settings_fail_in_one_line(env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(env)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_config_file_then_env(tmp_path: Path) -> None:
+    f = tmp_path / "judgeflow.toml"
+    f.write_text(
+        'topic_prefix = "acme."\npartitions = 2\n[kafka_security]\nsecurity_protocol = "SASL_PLAINTEXT"\n'
+        'sasl_mechanism = "PLAIN"\nsasl_username = "u"\nsasl_password = "s3cret"\n'
+    )
+    s = load_settings({"JUDGEFLOW_PARTITIONS": "3"}, config_file=f)
+    assert (s.topic_prefix, s.partitions) == ("acme.", 3)
+    assert s.kafka_security.aiokafka_kwargs()["sasl_plain_password"] == "s3cret"
+    assert "s3cret" not in repr(s)
+    f.write_text("no_such_setting = 1\n")
+    with pytest.raises(ConfigError, match="unknown setting"):
+        load_settings({}, config_file=f)
