@@ -9,15 +9,20 @@ by a hash of claim_id so a replay samples the same rows.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas import ClaimCheck, RoutingPolicy
+from schemas import ClaimCheck, JudgeOutput, ReconciliationResult, RoutingPolicy
+from streams.aggregate import AggregateVerdict
 
 Route = Literal["done", "second_judge", "human_review"]
 
-__all__ = ["Route", "RouteDecision", "RoutingPolicy", "route", "route_invalid", "spot_sampled"]
+__all__ = [
+    "Route", "RouteDecision", "RoutingPolicy", "route", "route_aggregate", "route_evaluation",
+    "route_invalid", "spot_sampled",
+]  # fmt: skip
 
 
 class RouteDecision(BaseModel):
@@ -62,3 +67,35 @@ def route(check: ClaimCheck, policy: RoutingPolicy | None = None) -> RouteDecisi
 def route_invalid() -> RouteDecision:
     """A check that failed validation is read as unclear, confidence 0.0."""
     return RouteDecision(route="human_review", reason="invalid")
+
+
+def route_evaluation(result: ReconciliationResult | None, outputs: Sequence[JudgeOutput]) -> RouteDecision:
+    """DESIGN decision 10, for a final reconciliation.
+
+    Human review when judges contradict each other, any judge set an
+    auto-disqualify or critical flag, or every successful judge had low
+    confidence (the reason names each); `done` otherwise."""
+    if result is None:
+        return RouteDecision(route="human_review", reason="no_successful_judge")
+    successful = [o for o in outputs if o.status != "failed"]
+    reasons = []
+    if result.has_contradictions:
+        reasons.append("contradictions")
+    if any(f.auto_disqualify for o in successful for f in o.flags):
+        reasons.append("auto_disqualify")
+    if any(f.severity == "critical" for o in successful for f in o.flags):
+        reasons.append("critical_flag")
+    if successful and all(o.confidence == "low" for o in successful):
+        reasons.append("low_confidence")
+    if reasons:
+        return RouteDecision(route="human_review", reason="+".join(reasons))
+    return RouteDecision(route="done", reason="reconciled")
+
+
+def route_aggregate(verdict: AggregateVerdict) -> RouteDecision:
+    """The final route once a second (or later) judge has voted: terminal,
+    so a claim never loops back to the second-judge queue."""
+    if verdict.verdict == "unclear":
+        reason = "all_abstain" if verdict.pass_votes + verdict.fail_votes == 0 else "tie_unclear"
+        return RouteDecision(route="human_review", reason=reason)
+    return RouteDecision(route="done", reason=f"aggregated_{verdict.verdict}")

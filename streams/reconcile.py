@@ -1,0 +1,125 @@
+"""Multi-judge reconciliation: seed 000's reconcileJudgeOutputs, exactly.
+
+Failed judges are excluded; every lane any successful judge scored is
+reconciled by mean, median or confidence weight (1.0 / 0.7 / 0.4), rounding
+half up like JavaScript; a lane whose scores spread more than 25 points is a
+contradiction; the final score is the (unweighted) mean of reconciled lanes
+and the adjusted score adds the worst judge's total deduction, floored at 0.
+
+Beside the seed's fields: a rubric-weighted final score, the judges that
+are missing or failed, and a notice such as "1 judge unavailable".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from schemas import ContradictionDetail, JudgeOutput, ReconciliationResult, RubricVersion
+from schemas.events import ContradictionScore
+from schemas.rubric import ReconciliationMethod
+from streams.rounding import js_round
+
+CONTRADICTION_SPREAD = 25
+CONFIDENCE_WEIGHTS = {"high": 1.0, "medium": 0.7, "low": 0.4}
+
+__all__ = ["CONTRADICTION_SPREAD", "NoSuccessfulJudge", "ReconciliationResult", "reconcile"]
+
+
+class NoSuccessfulJudge(ValueError):
+    """Cannot reconcile: no successful judge output."""
+
+
+def _lane_value(values: list[int], judges: list[str], method: str, weight_of: dict[str, float]) -> int:
+    if method == "mean":
+        return js_round(sum(values) / len(values))
+    if method == "median":
+        ordered = sorted(values)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else js_round((ordered[mid - 1] + ordered[mid]) / 2)
+    weighted_sum = total = 0.0
+    for judge, score in zip(judges, values, strict=True):
+        w = weight_of.get(judge, 0.7)
+        weighted_sum += score * w
+        total += w
+    return js_round(weighted_sum / total)
+
+
+def reconcile(
+    outputs: Sequence[JudgeOutput],
+    method: ReconciliationMethod = "mean",
+    *,
+    expected_judges: Iterable[str] = (),
+    rubric: RubricVersion | None = None,
+) -> ReconciliationResult:
+    if method not in ("mean", "median", "weighted_judge_confidence"):
+        raise ValueError(f"unknown reconciliation method {method!r}")
+    successful = [o for o in outputs if o.status != "failed"]
+    if not successful:
+        raise NoSuccessfulJudge("Cannot reconcile: no successful judge outputs")
+
+    by_judge: dict[str, dict[str, int]] = {}
+    for o in successful:
+        by_judge[o.judge_model] = {lane.lane_key: lane.lane_score for lane in o.lane_scores}
+    lane_keys = list(dict.fromkeys(lane.lane_key for o in successful for lane in o.lane_scores))
+    weight_of = {o.judge_model: CONFIDENCE_WEIGHTS.get(o.confidence, 0.7) for o in successful}
+
+    contradictions: list[ContradictionDetail] = []
+    reconciled: dict[str, int] = {}
+    for lane_key in lane_keys:
+        # As in the seed: one entry per successful output, read through its judge's map.
+        pairs = [(o.judge_model, by_judge[o.judge_model][lane_key]) for o in successful
+                 if lane_key in by_judge[o.judge_model]]  # fmt: skip
+        if not pairs:
+            continue
+        judges = [j for j, _ in pairs]
+        values = [s for _, s in pairs]
+        spread = max(values) - min(values)
+        if spread > CONTRADICTION_SPREAD:
+            contradictions.append(
+                ContradictionDetail(
+                    lane_key=lane_key,
+                    scores=[ContradictionScore(judge_model=j, score=s) for j, s in pairs],
+                    spread=spread,
+                )
+            )
+        reconciled[lane_key] = _lane_value(values, judges, method, weight_of)
+
+    final = js_round(sum(reconciled.values()) / len(reconciled))
+    worst = min([0, *(o.total_deduction for o in successful)])
+    expected = list(dict.fromkeys(expected_judges))
+    present = {o.judge_model for o in outputs}
+    missing = [j for j in expected if j not in present]
+    failed = list(dict.fromkeys(o.judge_model for o in outputs if o.status == "failed"))
+    unavailable = len(missing) + len([j for j in failed if j not in by_judge])
+    return ReconciliationResult(
+        final_overall_score=final,
+        final_adjusted_score=max(0, final + worst),
+        judge_count=len(outputs),
+        successful_judge_count=len(successful),
+        has_contradictions=bool(contradictions),
+        contradiction_details=contradictions,
+        lane_scores_by_judge=by_judge,
+        reconciled_lane_scores=reconciled,
+        method=method,
+        weighted_final_score=_weighted_final(reconciled, rubric),
+        missing_judges=missing,
+        failed_judges=failed,
+        notice=_notice(unavailable),
+    )
+
+
+def _weighted_final(reconciled: dict[str, int], rubric: RubricVersion | None) -> float | None:
+    """The rubric-weighted mean of reconciled lanes (the seed leaves weights to the caller)."""
+    if rubric is None:
+        return None
+    weights = {lane.lane_key: lane.weight for lane in rubric.lanes}
+    total = sum(weights.get(k, 0.0) for k in reconciled)
+    if total <= 0:
+        return None
+    return round(sum(v * weights.get(k, 0.0) for k, v in reconciled.items()) / total, 2)
+
+
+def _notice(unavailable: int) -> str | None:
+    if unavailable <= 0:
+        return None
+    return f"{unavailable} judge{'s' if unavailable > 1 else ''} unavailable"
