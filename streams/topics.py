@@ -20,6 +20,8 @@ class TopicNames:
     done: str = "routing.done"
     second_judge: str = "routing.second_judge"
     human_review: str = "routing.human_review"
+    reconcile_control: str = "judgeflow.reconcile.control"
+    claims_control: str = "judgeflow.claims.control"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> TopicNames:

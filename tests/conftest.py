@@ -27,6 +27,8 @@ def docker_answers() -> bool:
 
 
 STARTUP: dict[str, str] = {}
+MEASURED: dict[str, str] = {}
+"""Figures tests measured, printed in the terminal summary (never asserted on)."""
 
 
 def _report(name: str, seconds: float | None, how: str) -> None:
@@ -37,6 +39,8 @@ def _report(name: str, seconds: float | None, how: str) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in STARTUP.values():
         terminalreporter.write_line(f"[services] {line}")
+    for name, line in MEASURED.items():
+        terminalreporter.write_line(f"[measured] {name}: {line}")
 
 
 @pytest.fixture(scope="session")

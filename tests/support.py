@@ -49,8 +49,10 @@ def consume_until(
     topics: list[str],
     done: Callable[[list[ConsumerRecord[Any, Any]]], bool],
     timeout: float = 60.0,
+    worker: Worker | None = None,
 ) -> list[ConsumerRecord[Any, Any]]:
-    """Read `topics` from the beginning until `done(records)` or the timeout."""
+    """Read `topics` from the beginning until `done(records)` or the timeout
+    (or until `worker`, when given, has died: then fail with its log)."""
 
     async def run() -> list[ConsumerRecord[Any, Any]]:
         consumer = AIOKafkaConsumer(
@@ -67,6 +69,8 @@ def consume_until(
             while not done(got):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"condition not met after {timeout}s; got {len(got)} records")
+                if worker is not None and not worker.alive():
+                    raise RuntimeError(f"worker died:\n{worker.log()[-4000:]}")
                 batch = await consumer.getmany(timeout_ms=500)
                 for records in batch.values():
                     got.extend(records)

@@ -67,6 +67,7 @@ def test_validation_agents_route_valid_and_invalid(kafka_bootstrap: str, tmp_pat
                 and sum(r.topic == names.human_review for r in rs) >= 1
             ),
             timeout=90,
+            worker=worker,
         )
         assert worker.alive(), worker.log()
 

@@ -1,0 +1,179 @@
+"""The run and claim state machines, without Faust: out-of-order arrival,
+holding, duplicates, timeouts, second judge."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from judgeflow import workload
+from schemas import (
+    ClaimCheck,
+    EvaluationRunStarted,
+    InvalidEvent,
+    ReconciliationRevision,
+    RoutingDecision,
+    RubricVersion,
+    parse_claim_check,
+    parse_evaluation_run,
+    parse_judge_output,
+    parse_rubric,
+)
+from streams import claims, runs
+
+NOW = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
+RUBRIC = parse_rubric(workload.rubric())
+RUN_ID = workload.stable_id("run", "sm")
+
+
+def lookup(known: bool = True) -> Any:
+    return lambda rid: RUBRIC if known and rid == RUBRIC.rubric_version_id else None
+
+
+def run_event(timeout: float = 30.0) -> EvaluationRunStarted:
+    return parse_evaluation_run(workload.evaluation_run(RUN_ID, timeout_s=timeout))
+
+
+def outputs() -> list[Any]:
+    rng = random.Random(4)
+    return [parse_judge_output(workload.judge_output(rng, RUN_ID, m)) for m in workload.JUDGE_MODELS]
+
+
+def drive(steps: list[tuple[str, Any]], rubric_known_from: int = 0) -> tuple[runs.RunState, list[Any]]:
+    state = runs.RunState.new(RUN_ID, 0, NOW)
+    sent = []
+    for i, (kind, item) in enumerate(steps):
+        rubrics = lookup(i >= rubric_known_from)
+        if kind == "run":
+            state, out = runs.on_run(state, item, rubrics, NOW)
+        elif kind == "output":
+            state, out = runs.on_output(state, item, "judge.outputs/0/1", rubrics, NOW)
+        else:
+            state, out = runs.on_resume(state, rubrics, NOW)
+        sent.extend(out)
+        state = runs.RunState.model_validate(json.loads(json.dumps(state.model_dump(mode="json"))))
+    return state, sent
+
+
+def revisions(sent: list[Any]) -> list[ReconciliationRevision]:
+    return [ReconciliationRevision.model_validate_json(r.value) for r in sent if r.role == "reconciled"]
+
+
+def test_in_order_run_emits_provisionals_then_final_and_route() -> None:
+    state, sent = drive([("run", run_event())] + [("output", o) for o in outputs()])
+    revs = revisions(sent)
+    assert [(r.revision, r.status) for r in revs] == [(1, "provisional"), (2, "provisional"),
+                                                      (3, "provisional"), (4, "final")]  # fmt: skip
+    assert revs[-1].final_reason == "all_judges_in" and revs[-1].result.judge_count == 3
+    assert state.final and [r.role for r in sent if r.role in ("done", "human_review")]
+
+
+def test_every_arrival_order_ends_in_the_same_final_revision() -> None:
+    ref_state, ref = drive([("run", run_event())] + [("output", o) for o in outputs()])
+    final = revisions(ref)[-1]
+    for perm in itertools.permutations([("run", run_event())] + [("output", o) for o in outputs()]):
+        for rubric_from in (0, 2, 4):
+            steps = list(perm) + ([("resume", None)] if rubric_from else [])
+            _, sent = drive(steps, rubric_known_from=rubric_from)
+            got = revisions(sent)[-1]
+            assert got.status == "final"
+            assert (got.event_id, got.revision, got.result) == (final.event_id, final.revision, final.result)
+            assert sorted(got.judge_run_ids) == sorted(final.judge_run_ids)
+
+
+def test_held_until_rubric_and_run() -> None:
+    state, sent = drive([("output", outputs()[0])])
+    assert sent == [] and state.waiting_for == "run" and len(state.held) == 1
+    state, sent = drive([("output", outputs()[0]), ("run", run_event())], rubric_known_from=9)
+    assert sent == [] and state.waiting_for == "rubric"
+
+
+def test_duplicate_output_changes_nothing_and_resends_the_same_bytes() -> None:
+    state, first = drive([("run", run_event()), ("output", outputs()[0])])
+    again, resent = runs.on_output(state, outputs()[0], "judge.outputs/0/9", lookup(), NOW + timedelta(1))
+    assert again == state and [r.value for r in resent] == [r.value for r in first if r.role == "reconciled"]
+
+
+def test_unknown_lane_is_dead_lettered_not_dropped_silently() -> None:
+    doc = workload.judge_output(random.Random(1), RUN_ID, "gpt-4o")
+    doc["lane_scores"][0]["lane_key"] = "vibes"
+    doc["completed_lane_keys"][0] = "vibes"
+    state, sent = drive([("run", run_event()), ("output", parse_judge_output(doc))])
+    [dlq] = [r for r in sent if r.role == "invalid"]
+    assert InvalidEvent.model_validate_json(dlq.value).error_codes == ["UNKNOWN_LANE_KEY"]
+    assert state.accepted == []
+
+
+def test_timeout_stubs_then_final_with_notice() -> None:
+    run = run_event(timeout=5)
+    state, _ = drive([("run", run), ("output", outputs()[0]), ("output", outputs()[1])])
+    assert runs.timeout_stubs(state, NOW + timedelta(seconds=4)) == []
+    [stub] = runs.timeout_stubs(state, NOW + timedelta(seconds=6))
+    assert stub.status == "failed" and stub.judge_model == workload.JUDGE_MODELS[2]
+    assert stub.failure_reason and stub.failure_reason.startswith("timeout:")
+    assert runs.timeout_stubs(state, NOW + timedelta(seconds=6))[0].judge_run_id == stub.judge_run_id
+    state, sent = runs.on_output(state, stub, "", lookup(), NOW)
+    final = revisions(sent)[-1]
+    assert final.status == "final" and final.final_reason == "timeout"
+    assert final.result.successful_judge_count == 2 and final.result.notice == "1 judge unavailable"
+    assert runs.timeout_stubs(state, NOW + timedelta(seconds=60)) == []
+
+
+def test_all_judges_failed_routes_to_humans() -> None:
+    run = run_event(timeout=1)
+    state, _ = drive([("run", run)])
+    sent = []
+    for stub in runs.timeout_stubs(state, NOW + timedelta(seconds=2)):
+        state, out = runs.on_output(state, stub, "", lookup(), NOW)
+        sent += out
+    [decision] = [RoutingDecision.model_validate_json(r.value) for r in sent if r.role == "human_review"]
+    assert decision.reason == "no_successful_judge" and state.final
+
+
+def check(
+    judge: str, verdict: str, score: float | None, conf: float = 0.9, rubric: str | None = None
+) -> ClaimCheck:
+    doc = workload.claim_check(random.Random(1), "claim-x", judge_id=judge, verdict=verdict, confidence=conf)
+    return parse_claim_check({**doc, "score": score, "rubric_version_id": rubric})
+
+
+def decisions(sent: list[Any]) -> list[RoutingDecision]:
+    return [RoutingDecision.model_validate_json(r.value) for r in sent]
+
+
+def test_second_judge_flow() -> None:
+    state = claims.ClaimState(claim_id="claim-x", partition=0)
+    state, out = claims.on_check(state, check("judge-a", "pass", 0.6), lookup(), NOW)
+    [first] = decisions(out)
+    assert (first.route, first.reason) == ("second_judge", "borderline")
+    state, out = claims.on_check(state, check("judge-b", "pass", 0.9), lookup(), NOW)
+    [second] = decisions(out)
+    assert (second.route, second.reason, second.verdict) == ("done", "aggregated_pass", "pass")
+    assert second.judge_ids == ["judge-a", "judge-b"] and second.agreement == 1.0
+    again, resent = claims.on_check(state, check("judge-b", "pass", 0.9), lookup(), NOW)
+    assert again == state and [r.value for r in resent] == [r.value for r in out]
+
+
+def test_second_judge_tie_goes_to_humans_by_default_and_by_rule() -> None:
+    state = claims.ClaimState(claim_id="claim-x", partition=0)
+    state, _ = claims.on_check(state, check("judge-a", "fail", 0.5), lookup(), NOW)
+    state, out = claims.on_check(state, check("judge-b", "pass", 0.9), lookup(), NOW)
+    assert (decisions(out)[0].route, decisions(out)[0].reason) == ("human_review", "tie_unclear")
+    strict: RubricVersion = RUBRIC.model_copy(update={"tie_rule": "fail"})
+    state = claims.ClaimState(claim_id="claim-x", partition=0)
+    rid = RUBRIC.rubric_version_id
+    state, _ = claims.on_check(state, check("judge-a", "fail", 0.5, rubric=rid), lambda _: strict, NOW)
+    state, out = claims.on_check(state, check("judge-b", "pass", 0.9, rubric=rid), lambda _: strict, NOW)
+    assert (decisions(out)[0].route, decisions(out)[0].verdict) == ("done", "fail")
+
+
+def test_check_with_unknown_rubric_is_held_then_resumed() -> None:
+    state = claims.ClaimState(claim_id="claim-x", partition=0)
+    rid = RUBRIC.rubric_version_id
+    state, out = claims.on_check(state, check("judge-a", "pass", 0.95, rubric=rid), lookup(False), NOW)
+    assert out == [] and state.waiting_for == "rubric"
+    state, out = claims.on_resume(state, lookup(), NOW)
+    assert decisions(out)[0].route == "done" and state.waiting_for is None
