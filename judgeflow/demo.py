@@ -167,9 +167,7 @@ def run_demo(runs: int = 30, claims: int = 300, seed: int = 7, timeout: float = 
         try:
             with Progress(console=console) as progress:
                 asyncio.run(_publish(services.kafka_bootstrap_servers, w, progress))
-                seen = asyncio.run(
-                    _await_outputs(services.kafka_bootstrap_servers, names, w, progress, timeout)
-                )
+                seen = asyncio.run(_await_outputs(services.kafka_bootstrap_servers, names, w, progress, timeout))
         finally:
             worker.terminate()
             try:
@@ -194,7 +192,6 @@ def run_demo(runs: int = 30, claims: int = 300, seed: int = 7, timeout: float = 
     console.print(table)
     ok = all(expected == got for _, expected, got in rows)
     console.print(
-        f"{'every event accounted for' if ok else 'EVENTS UNACCOUNTED FOR'}; "
-        f"{time.monotonic() - t0:.1f}s end to end"
+        f"{'every event accounted for' if ok else 'EVENTS UNACCOUNTED FOR'}; {time.monotonic() - t0:.1f}s end to end"
     )
     return 0 if ok else 1

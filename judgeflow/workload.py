@@ -129,9 +129,7 @@ def judge_output(
                     "band_label": band(score),
                 }
             )
-        lane_docs.append(
-            {"lane_key": lane_key, "lane_score": round(total / weight_sum), "dimension_scores": dim_docs}
-        )
+        lane_docs.append({"lane_key": lane_key, "lane_score": round(total / weight_sum), "dimension_scores": dim_docs})
     if status == "partial":
         lane_docs = lane_docs[: max(1, len(lane_docs) - 1)]
     overall = round(sum(lane["lane_score"] for lane in lane_docs) / len(lane_docs)) if lane_docs else 0
@@ -170,8 +168,7 @@ def judge_output(
         "lane_scores": lane_docs,
         "positive_signal": "Added a regression test for the empty-list case in test_parse.py line "
         f"{rng.randint(3, 99)}",
-        "primary_weakness": "The retry loop in fetch_page() swallows the timeout error at step "
-        f"{rng.randint(2, 30)}",
+        "primary_weakness": f"The retry loop in fetch_page() swallows the timeout error at step {rng.randint(2, 30)}",
         "confidence": rng.choice(["high", "high", "medium", "low"]),
         "confidence_reasoning": "Transcript and test output agree; two tool errors were ambiguous",
         "flags": flags,
@@ -217,9 +214,7 @@ def as_version_2_0(doc: dict[str, Any]) -> dict[str, Any]:
     """The same output as a 2.0 producer would have sent it."""
     old = dict(doc)
     old["telemetry_summary"] = {
-        k: v
-        for k, v in doc["telemetry_summary"].items()
-        if k not in ("error_count", "telemetry_unavailable_reason")
+        k: v for k, v in doc["telemetry_summary"].items() if k not in ("error_count", "telemetry_unavailable_reason")
     }
     old["schema_version"] = "2.0"
     return old

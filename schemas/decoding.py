@@ -53,15 +53,11 @@ def decode_object(
     if isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
         if len(raw) > max_bytes:
-            raise ContractError.single(
-                "PAYLOAD_TOO_LARGE", f"{len(raw)} bytes exceeds the {max_bytes}-byte limit"
-            )
+            raise ContractError.single("PAYLOAD_TOO_LARGE", f"{len(raw)} bytes exceeds the {max_bytes}-byte limit")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ContractError.single(
-                "INVALID_UTF8", f"not UTF-8: {exc.reason} at byte {exc.start}"
-            ) from None
+            raise ContractError.single("INVALID_UTF8", f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     elif isinstance(data, str):
         text = data
         if len(text) > max_bytes and len(text.encode("utf-8")) > max_bytes:
@@ -75,13 +71,9 @@ def decode_object(
     except _NonFinite as nf:
         raise ContractError.single("NON_FINITE_NUMBER", f"{nf.literal} is not a JSON number") from None
     except json.JSONDecodeError as exc:
-        raise ContractError.single(
-            "INVALID_JSON", f"{exc.msg} at line {exc.lineno} col {exc.colno}"
-        ) from None
+        raise ContractError.single("INVALID_JSON", f"{exc.msg} at line {exc.lineno} col {exc.colno}") from None
     except RecursionError:
         raise ContractError.single("NESTING_TOO_DEEP", "JSON nests too deeply") from None
     if not isinstance(value, dict):
-        raise ContractError.single(
-            "NOT_AN_OBJECT", f"an event must be a JSON object, got {type(value).__name__}"
-        )
+        raise ContractError.single("NOT_AN_OBJECT", f"an event must be a JSON object, got {type(value).__name__}")
     return value

@@ -16,9 +16,7 @@ from schemas.types import FlagCode, Key, SchemaVersion, Timestamp, Uuid, parse_t
 
 CURRENT_VERSION = "2.1"
 
-EvidenceType = Literal[
-    "transcript_line", "tool_call", "diff_hunk", "test_result", "code_artifact", "error_event"
-]
+EvidenceType = Literal["transcript_line", "tool_call", "diff_hunk", "test_result", "code_artifact", "error_event"]
 Confidence = Literal["high", "medium", "low"]
 Status = Literal["complete", "partial", "failed"]
 Severity = Literal["info", "warning", "critical"]
@@ -164,9 +162,7 @@ class JudgeOutput(Contract):
                 "ADJUSTED_EXCEEDS_OVERALL", "integrity_adjusted_score cannot exceed overall_score"
             )
         if self.status in ("failed", "partial") and not (self.failure_reason or "").strip():
-            raise PydanticCustomError(
-                "FAILURE_REASON_REQUIRED", f"{self.status} outputs must include failure_reason"
-            )
+            raise PydanticCustomError("FAILURE_REASON_REQUIRED", f"{self.status} outputs must include failure_reason")
         if self.status != "failed":
             if not self.lane_scores:
                 raise PydanticCustomError(
@@ -180,9 +176,9 @@ class JudgeOutput(Contract):
         lane_keys = [lane.lane_key for lane in self.lane_scores]
         if len(lane_keys) != len(set(lane_keys)):
             raise PydanticCustomError("DUPLICATE_LANE_KEY", "a lane_key appears twice")
-        if len(self.completed_lane_keys) != len(set(self.completed_lane_keys)) or set(
-            self.completed_lane_keys
-        ) != set(lane_keys):
+        if len(self.completed_lane_keys) != len(set(self.completed_lane_keys)) or set(self.completed_lane_keys) != set(
+            lane_keys
+        ):
             raise PydanticCustomError(
                 "COMPLETED_LANES_MISMATCH",
                 "completed_lane_keys must list exactly the lanes present in lane_scores",
@@ -190,9 +186,7 @@ class JudgeOutput(Contract):
         if self.judge_completed_at is not None and parse_timestamp(self.judge_completed_at) < parse_timestamp(
             self.judge_started_at
         ):
-            raise PydanticCustomError(
-                "TIMESTAMPS_OUT_OF_ORDER", "judge_completed_at is before judge_started_at"
-            )
+            raise PydanticCustomError("TIMESTAMPS_OUT_OF_ORDER", "judge_completed_at is before judge_started_at")
         return self
 
     @property

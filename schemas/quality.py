@@ -116,9 +116,7 @@ def specificity_warnings(output: JudgeOutput) -> list[ContractWarning]:
     pos, weak = output.positive_signal, output.primary_weakness
     if pos is not None and weak is not None and _norm(pos) == _norm(weak):
         found.append(
-            ContractWarning(
-                "SIGNAL_DUPLICATES_WEAKNESS", ("primary_weakness",), "both signals say the same thing"
-            )
+            ContractWarning("SIGNAL_DUPLICATES_WEAKNESS", ("primary_weakness",), "both signals say the same thing")
         )
     return found
 

@@ -87,9 +87,7 @@ class RubricVersion(Contract):
         for lane in self.lanes:
             dims = [d.dimension_key for d in lane.dimensions]
             if len(dims) != len(set(dims)):
-                raise PydanticCustomError(
-                    "DUPLICATE_DIMENSION_KEY", f"lane {lane.lane_key} repeats a dimension_key"
-                )
+                raise PydanticCustomError("DUPLICATE_DIMENSION_KEY", f"lane {lane.lane_key} repeats a dimension_key")
         return self
 
     def lane(self, lane_key: str) -> LaneSpec | None:

@@ -256,9 +256,7 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
         for key, doc in list(run_table.items()):
             if not doc or doc.get("final") or doc.get("partition") not in mine:
                 continue
-            rubric_arrived = doc.get("waiting_for") == "rubric" and cache.get(
-                doc.get("rubric_version_id") or ""
-            )
+            rubric_arrived = doc.get("waiting_for") == "rubric" and cache.get(doc.get("rubric_version_id") or "")
             if rubric_arrived and (key, cache.version) not in resumes_sent:
                 resumes_sent.add((key, cache.version))
                 await publish(TIMERS[0], [Outgoing("reconcile_control", key.encode(), b'{"kind":"resume"}')])

@@ -111,11 +111,7 @@ def screen_judge_output(raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYL
         (H_SOURCE_VERSION, parsed.source_version.encode()),
         *_warning_header(parsed.warnings),
     ]
-    return [
-        Outgoing(
-            "judge_outputs_valid", out.evaluation_run_id.encode(), out.model_dump_json().encode(), headers
-        )
-    ]
+    return [Outgoing("judge_outputs_valid", out.evaluation_run_id.encode(), out.model_dump_json().encode(), headers)]
 
 
 def _readable_claim(raw: bytes) -> tuple[str | None, str | None]:

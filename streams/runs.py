@@ -50,6 +50,7 @@ class RunState(BaseModel):
     revision: int = 0
     final: bool = False
     first_seen_at: str
+    run_seen_at: str | None = None
     outbox: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
     # Flat copies for the timer, which scans without parsing the whole state.
     deadline: str | None = None
@@ -80,7 +81,12 @@ def _refresh(state: RunState, rubrics: RubricLookup) -> None:
         return
     state.rubric_version_id = state.run.rubric_version_id
     state.waiting_for = None if rubrics(state.run.rubric_version_id) else "rubric"
+    # Judges get the timeout from the later of the run's start and the moment
+    # judgeflow learned of the run, so catching up on a backlog (or replaying
+    # old runs) does not time out judges whose outputs are still queued.
     started = parse_timestamp(state.run.started_at)
+    if state.run_seen_at is not None:
+        started = max(started, parse_timestamp(state.run_seen_at))
     state.deadline = _iso(started + timedelta(seconds=state.run.judge_timeout_seconds))
 
 
@@ -104,6 +110,7 @@ def on_run(
         return state, resend(state, "run")
     state = state.model_copy(deep=True)
     state.run = run
+    state.run_seen_at = _iso(now)
     out = _advance(state, rubrics, now)
     state.outbox["run"] = [to_dict(r) for r in out]
     return state, out
@@ -188,9 +195,7 @@ def _revision(state: RunState, rubric: RubricVersion, now: datetime, *, final: b
             result=result,
             emitted_at=_iso(now),
         )
-        records.append(
-            Outgoing("reconciled", run.evaluation_run_id.encode(), revision.model_dump_json().encode())
-        )
+        records.append(Outgoing("reconciled", run.evaluation_run_id.encode(), revision.model_dump_json().encode()))
     if final:
         state.final = True
         decision = route_evaluation(result, state.accepted)
@@ -204,19 +209,13 @@ def _revision(state: RunState, rubric: RubricVersion, now: datetime, *, final: b
             input_ids=ids,
             decided_at=_iso(now),
         )
-        records.append(
-            Outgoing(decision.route, run.evaluation_run_id.encode(), routed.model_dump_json().encode())
-        )
+        records.append(Outgoing(decision.route, run.evaluation_run_id.encode(), routed.model_dump_json().encode()))
     return records
 
 
 def missing_judges_after_deadline(state: dict[str, Any], now: datetime) -> bool:
     """Cheap pre-check on the stored dict, for the timer's sweep."""
-    return (
-        not state.get("final")
-        and state.get("deadline") is not None
-        and parse_timestamp(state["deadline"]) <= now
-    )
+    return not state.get("final") and state.get("deadline") is not None and parse_timestamp(state["deadline"]) <= now
 
 
 def timeout_stubs(state: RunState, now: datetime) -> list[JudgeOutput]:

@@ -30,9 +30,7 @@ def create_topics(bootstrap: str, names: TopicNames, partitions: int = 4) -> Non
 
 def produce(bootstrap: str, records: Iterable[tuple[str, bytes | None, bytes]]) -> None:
     async def run() -> None:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, enable_idempotence=True, max_request_size=8_000_000
-        )
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, max_request_size=8_000_000)
         await producer.start()
         try:
             for topic, key, value in records:
@@ -82,7 +80,10 @@ def consume_until(
 
 
 class Worker:
-    """`judgeflow worker` as a real subprocess with its own topic prefix."""
+    """`judgeflow worker` (or another long-running command) as a real subprocess
+    with its own topic prefix."""
+
+    command = ("worker", "--loglevel", "warn")
 
     def __init__(self, bootstrap: str, prefix: str, tmp: Path, **env: str):
         self.env = {
@@ -93,11 +94,12 @@ class Worker:
             "JUDGEFLOW_DATA_DIR": str(tmp / "worker-data"),
             **env,
         }
-        self.log_path = tmp / "worker.log"
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.log_path = tmp / f"{self.command[0]}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Worker:
-        cmd = [sys.executable, "-m", "judgeflow.cli", "worker", "--loglevel", "warn"]
+        cmd = [sys.executable, "-m", "judgeflow.cli", *self.command]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 cmd, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -130,3 +132,23 @@ class Worker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ProjectorProcess(Worker):
+    """`judgeflow projector` into `schema` of `database_url`."""
+
+    def __init__(self, bootstrap: str, prefix: str, tmp: Path, database_url: str, schema: str, **env: str):
+        self.command = ("projector", "--schema", schema)
+        super().__init__(bootstrap, prefix, tmp, DATABASE_URL=database_url, **env)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "condition",
+             process: Worker | None = None) -> None:  # fmt: skip
+    """Poll `condition` until true; fail after `timeout` or when `process` died."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process is not None and not process.alive():
+            raise RuntimeError(f"{what}: process died:\n{process.log()[-4000:]}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not met after {timeout}s")
+        time.sleep(0.2)

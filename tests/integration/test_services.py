@@ -56,9 +56,7 @@ def test_services_cli_up_status_down(tmp_path: object) -> None:
     up = cli("up")
     assert up.returncode == 0, up.stderr
     exports = dict(
-        line.removeprefix("export ").split("=", 1)
-        for line in up.stdout.splitlines()
-        if line.startswith("export ")
+        line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines() if line.startswith("export ")
     )
     assert "started in" in up.stdout
     try:

@@ -33,9 +33,7 @@ def rubric_record(names: TopicNames, rubric_id: str) -> tuple[str, bytes, bytes]
     return (names.rubrics, rubric_id.encode(), json.dumps(workload.rubric(rubric_id)).encode())
 
 
-def run_record(
-    names: TopicNames, run_id: str, rubric_id: str, timeout: float = 30.0
-) -> tuple[str, bytes, bytes]:
+def run_record(names: TopicNames, run_id: str, rubric_id: str, timeout: float = 30.0) -> tuple[str, bytes, bytes]:
     doc = workload.evaluation_run(run_id, rubric_id=rubric_id, timeout_s=timeout)
     doc["started_at"] = workload.iso(workload.datetime.now(workload.UTC))
     return (names.runs, run_id.encode(), json.dumps(doc).encode())
@@ -113,14 +111,10 @@ def test_out_of_order_arrival_ends_in_the_same_final_revision(kafka_bootstrap: s
 def test_second_judge_answer_ends_in_the_aggregated_route(kafka_bootstrap: str, tmp_path: Path) -> None:
     names, prefix = setup(kafka_bootstrap)
     rng = random.Random(5)
-    first = workload.claim_check(
-        rng, "claim-2j", judge_id="judge-a", verdict="pass", score=0.6, confidence=0.9
-    )
+    first = workload.claim_check(rng, "claim-2j", judge_id="judge-a", verdict="pass", score=0.6, confidence=0.9)
     produce(kafka_bootstrap, [(names.checks, b"claim-2j", json.dumps(first).encode())])
     with Worker(kafka_bootstrap, prefix, tmp_path, **FAST) as worker:
-        consume_until(
-            kafka_bootstrap, [names.second_judge], lambda rs: len(rs) >= 1, timeout=90, worker=worker
-        )
+        consume_until(kafka_bootstrap, [names.second_judge], lambda rs: len(rs) >= 1, timeout=90, worker=worker)
         second = workload.claim_check(rng, "claim-2j", judge_id="judge-b", verdict="pass", score=0.92,
                                       confidence=0.8)  # fmt: skip
         produce(kafka_bootstrap, [(names.checks, b"claim-2j", json.dumps(second).encode())])

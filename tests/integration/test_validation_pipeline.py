@@ -74,9 +74,7 @@ def test_validation_agents_route_valid_and_invalid(kafka_bootstrap: str, tmp_pat
     valid = [parse_judge_output(r.value) for r in got if r.topic == names.judge_outputs_valid]
     assert sorted(o.judge_model for o in valid) == ["claude-opus-4-6", "gemini-1.5-pro", "gpt-4o"]
     assert {o.schema_version for o in valid} == {"2.1"}
-    versions = {
-        dict(r.headers)["judgeflow-source-version"] for r in got if r.topic == names.judge_outputs_valid
-    }
+    versions = {dict(r.headers)["judgeflow-source-version"] for r in got if r.topic == names.judge_outputs_valid}
     assert versions == {b"1.0", b"2.0", b"2.1"}
 
     invalid = [InvalidEvent.model_validate_json(r.value) for r in got if r.topic == names.invalid]
@@ -92,7 +90,8 @@ def test_validation_agents_route_valid_and_invalid(kafka_bootstrap: str, tmp_pat
 
     [check] = [parse_claim_check(r.value) for r in got if r.topic == names.checks_valid]
     assert check.claim_id == "claim-ok"
-    [human] = [RoutingDecision.model_validate_json(r.value) for r in got if r.topic == names.human_review]
+    humans = [RoutingDecision.model_validate_json(r.value) for r in got if r.topic == names.human_review]
+    [human] = [d for d in humans if d.reason == "invalid"]
     assert (human.claim_id, human.reason, human.verdict, human.confidence) == (
         "claim-bad",
         "invalid",

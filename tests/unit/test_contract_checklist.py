@@ -84,9 +84,7 @@ def test_item3_partial_needs_failure_reason_and_exact_lanes() -> None:
     d = workload.judge_output(random.Random(1), workload.stable_id("run", 2), "gpt-4o", status="partial")
     assert codes({**d, "failure_reason": None}) == ["FAILURE_REASON_REQUIRED"]
     assert codes({**d, "completed_lane_keys": ["correctness"]}) == ["COMPLETED_LANES_MISMATCH"]
-    assert codes({**d, "completed_lane_keys": [*d["completed_lane_keys"], "process"]}) == [
-        "COMPLETED_LANES_MISMATCH"
-    ]
+    assert codes({**d, "completed_lane_keys": [*d["completed_lane_keys"], "process"]}) == ["COMPLETED_LANES_MISMATCH"]
 
 
 def test_decision1_failed_stub_with_empty_lanes_and_null_signals_is_valid() -> None:
@@ -120,9 +118,7 @@ def test_decision1_non_failed_output_needs_signals() -> None:
 # 4. Confidence reasoning is required when confidence is low
 def test_item4_low_confidence_needs_substantive_reasoning() -> None:
     assert codes(doc(confidence="low", confidence_reasoning="")) == ["LOW_CONFIDENCE_REASONING_REQUIRED"]
-    assert codes(doc(confidence="low", confidence_reasoning=" " * 30)) == [
-        "LOW_CONFIDENCE_REASONING_REQUIRED"
-    ]
+    assert codes(doc(confidence="low", confidence_reasoning=" " * 30)) == ["LOW_CONFIDENCE_REASONING_REQUIRED"]
     assert parse_judge_output(doc(confidence="low", confidence_reasoning="x" * 20)).confidence == "low"
     assert parse_judge_output(doc(confidence="high", confidence_reasoning="")).confidence == "high"
 
@@ -223,9 +219,7 @@ def test_upcast_does_not_mutate_the_callers_dict() -> None:
 def test_decision4_unknown_minor_accepted_unknown_major_refused() -> None:
     out = parse_judge_output(doc(schema_version="2.7", brand_new_field={"x": 1}))
     assert out.schema_version == "2.1"
-    assert (
-        parse_judge_output({**workload.as_version_1_0(doc()), "schema_version": "1.3"}).status == "complete"
-    )
+    assert parse_judge_output({**workload.as_version_1_0(doc()), "schema_version": "1.3"}).status == "complete"
     assert codes(doc(schema_version="3.0")) == ["UNSUPPORTED_SCHEMA_VERSION"]
     assert codes(doc(schema_version="0.9")) == ["UNSUPPORTED_SCHEMA_VERSION"]
 

@@ -15,9 +15,7 @@ from schemas import ContractError, parse_claim_check, parse_judge_output
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
 json_values = st.recursive(
     json_scalars,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
     max_leaves=25,
 )
 VALID = workload.judge_output(
@@ -79,17 +77,13 @@ def _mutate(doc: Any, path: tuple[Any, ...], value: Any, delete: bool) -> Any:
 
 @settings(suppress_health_check=[HealthCheck.too_slow], max_examples=300)
 @given(st.sampled_from(PATHS), json_values, st.booleans())
-def test_mutated_judge_output_parses_or_raises_contract_error(
-    path: tuple[Any, ...], value: Any, delete: bool
-) -> None:
+def test_mutated_judge_output_parses_or_raises_contract_error(path: tuple[Any, ...], value: Any, delete: bool) -> None:
     _outcome(parse_judge_output, _mutate(VALID, path, value, delete))
 
 
 @settings(max_examples=200)
 @given(st.sampled_from(CHECK_PATHS), json_values, st.booleans())
-def test_mutated_claim_check_parses_or_raises_contract_error(
-    path: tuple[Any, ...], value: Any, delete: bool
-) -> None:
+def test_mutated_claim_check_parses_or_raises_contract_error(path: tuple[Any, ...], value: Any, delete: bool) -> None:
     _outcome(parse_claim_check, _mutate(VALID_CHECK, path, value, delete))
 
 

@@ -106,8 +106,7 @@ def _compare(docs: list[dict[str, Any]], method: str) -> None:
     assert list(got.reconciled_lane_scores) == list(expected["reconciledLaneScores"])
     assert got.lane_scores_by_judge == expected["laneScoresByJudge"]
     assert [
-        (c.lane_key, c.spread, [(s.judge_model, s.score) for s in c.scores])
-        for c in got.contradiction_details
+        (c.lane_key, c.spread, [(s.judge_model, s.score) for s in c.scores]) for c in got.contradiction_details
     ] == [
         (c["laneKey"], c["spread"], [(s["judgeModel"], s["score"]) for s in c["scores"]])
         for c in expected["contradictionDetails"]
@@ -153,9 +152,7 @@ def test_failed_judge_excluded_notice_and_missing() -> None:
     assert result.final_overall_score == 70 and result.final_adjusted_score == 60
     assert result.failed_judges == ["c-judge"] and result.missing_judges == ["d-judge"]
     assert result.notice == "2 judges unavailable"
-    one = reconcile(
-        [parse_judge_output(d) for d in docs[:2]], expected_judges=["a-judge", "b-judge", "c-judge"]
-    )
+    one = reconcile([parse_judge_output(d) for d in docs[:2]], expected_judges=["a-judge", "b-judge", "c-judge"])
     assert one.notice == "1 judge unavailable"
     assert reconcile([parse_judge_output(d) for d in docs[:2]]).notice is None
 

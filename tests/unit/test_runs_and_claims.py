@@ -133,9 +133,7 @@ def test_all_judges_failed_routes_to_humans() -> None:
     assert decision.reason == "no_successful_judge" and state.final
 
 
-def check(
-    judge: str, verdict: str, score: float | None, conf: float = 0.9, rubric: str | None = None
-) -> ClaimCheck:
+def check(judge: str, verdict: str, score: float | None, conf: float = 0.9, rubric: str | None = None) -> ClaimCheck:
     doc = workload.claim_check(random.Random(1), "claim-x", judge_id=judge, verdict=verdict, confidence=conf)
     return parse_claim_check({**doc, "score": score, "rubric_version_id": rubric})
 
@@ -177,3 +175,10 @@ def test_check_with_unknown_rubric_is_held_then_resumed() -> None:
     assert out == [] and state.waiting_for == "rubric"
     state, out = claims.on_resume(state, lookup(), NOW)
     assert decisions(out)[0].route == "done" and state.waiting_for is None
+
+
+def test_a_run_learned_late_gives_judges_the_full_timeout() -> None:
+    late = NOW + timedelta(hours=2)  # a backlog: the run event is processed two hours after it started
+    state, _ = runs.on_run(runs.RunState.new(RUN_ID, 0, late), run_event(timeout=30), lookup(), late)
+    assert runs.timeout_stubs(state, late + timedelta(seconds=29)) == []
+    assert len(runs.timeout_stubs(state, late + timedelta(seconds=31))) == 3

@@ -1,0 +1,67 @@
+"""Agreement statistics and the analyst report over the read-model views."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import psycopg
+
+
+def cohen_kappa(pairs: Iterable[tuple[Hashable, Hashable]]) -> float | None:
+    """Cohen's kappa of two raters' labels on the same items.
+
+    None (never 0) when it is undefined: no pairs, or expected agreement 1
+    (both raters always gave one and the same label)."""
+    items = list(pairs)
+    n = len(items)
+    if n == 0:
+        return None
+    observed = sum(a == b for a, b in items) / n
+    left = Counter(a for a, _ in items)
+    right = Counter(b for _, b in items)
+    expected = sum(left[label] * right[label] for label in left) / (n * n)
+    if expected >= 1.0:
+        return None
+    return (observed - expected) / (1.0 - expected)
+
+
+REPORT_QUERIES: dict[str, str] = {
+    "Unsupported claims by source (top 20)": "SELECT * FROM unsupported_claims_by_source LIMIT 20",
+    "Judge drift": "SELECT * FROM judge_drift ORDER BY judge_id",
+    "Second-judge and human load per day": "SELECT * FROM routing_load_by_day",
+    "Overturn rate by judge": "SELECT * FROM overturn_rate_by_judge ORDER BY judge_id",
+    "Outputs without schema_version (must be 0)": "SELECT * FROM outputs_without_schema_version",
+    "Runs whose output count differs from their judges": (
+        "SELECT * FROM judge_outputs_per_run WHERE mismatch ORDER BY evaluation_run_id LIMIT 20"
+    ),
+    "Partial and failed outputs": "SELECT * FROM partial_and_failed_outputs LIMIT 20",
+    "Lane-score divergences": "SELECT * FROM lane_score_divergences LIMIT 20",
+    "Runs with a judge unavailable": "SELECT * FROM runs_with_unavailable_judges LIMIT 20",
+    "Run status": "SELECT status, count(*) AS runs FROM evaluation_run_status GROUP BY status ORDER BY status",
+    "Score distribution": (
+        "SELECT judge_model, bucket, sum(outputs) AS outputs FROM score_distribution "
+        "GROUP BY judge_model, bucket ORDER BY judge_model, bucket"
+    ),
+    "Dead letters by code": "SELECT * FROM dead_letters_by_code",
+}
+
+
+def kappa_by_judge(conn: psycopg.Connection) -> list[tuple[str, int, float | None]]:
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    for judge, judge_verdict, human in conn.execute(
+        "SELECT judge_id, judge_verdict, human_verdict FROM judge_human_pairs"
+    ).fetchall():
+        pairs.setdefault(judge, []).append((judge_verdict, human))
+    return [(judge, len(p), cohen_kappa(p)) for judge, p in sorted(pairs.items())]
+
+
+def report(conn: psycopg.Connection) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
+    """Every report section as (column names, rows)."""
+    out: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {}
+    for title, query in REPORT_QUERIES.items():
+        cur = conn.execute(query)
+        out[title] = ([d.name for d in cur.description or []], list(cur.fetchall()))
+    out["Cohen's kappa, judge vs human review"] = (["judge_id", "pairs", "kappa"], list(kappa_by_judge(conn)))
+    return out

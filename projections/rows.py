@@ -1,0 +1,219 @@
+"""Kafka records -> read-model rows. Pure: no database, no Kafka client.
+
+Every id is deterministic (uuid5 of the event identity), every timestamp
+comes from the event or its Kafka record, so projecting the same topics
+twice, or rebuilding from scratch, writes the very same rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from schemas import (
+    ClaimCheck,
+    ContractError,
+    InvalidEvent,
+    JudgeOutput,
+    ReconciliationRevision,
+    RoutingDecision,
+    parse_evaluation_run,
+    parse_human_review,
+    parse_rubric,
+)
+from schemas.decoding import decode_object
+from streams.edge import H_SOURCE, H_SOURCE_VERSION, H_WARNINGS, SourceRef, dead_letter
+from streams.topics import INPUT_ROLES, TopicNames
+
+ROW_NS = uuid.UUID("5b8f0c1e-7a2d-5f3e-9c41-2d6e8a0b4f17")
+
+
+def row_id(*parts: object) -> str:
+    return str(uuid.uuid5(ROW_NS, "/".join(str(p) for p in parts)))
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int
+
+    @property
+    def at(self) -> datetime:
+        return datetime.fromtimestamp(self.timestamp_ms / 1000, UTC)
+
+
+@dataclass
+class Rows:
+    """Rows per table for one batch, plus the keys whose derived rows need refreshing."""
+
+    tables: dict[str, list[tuple[Any, ...]]] = field(default_factory=lambda: defaultdict(list))
+    claims: set[str] = field(default_factory=set)
+    runs: set[str] = field(default_factory=set)
+
+    def add(self, table: str, row: tuple[Any, ...]) -> None:
+        self.tables[table].append(row)
+
+    def count(self) -> int:
+        return sum(len(rows) for rows in self.tables.values())
+
+
+def _json_or_none(value: bytes | None) -> str | None:
+    if value is None or b"\\u0000" in value:  # jsonb cannot hold NUL
+        return None
+    try:
+        return json.dumps(decode_object(value))
+    except ContractError:
+        return None
+
+
+def _placeholders(rows: Rows, at: datetime, *, run: str, submission: str, rubric: str) -> None:
+    rows.add("submission_seen", (submission, at))
+    rows.add("rubric_seen", (rubric, at))
+    rows.add("run_seen", (run, at))
+
+
+def project(record: Record, names: TopicNames, roles: dict[str, str], rows: Rows) -> None:
+    """Add the rows one record produces to `rows`."""
+    role = roles.get(record.topic)
+    if role is None:
+        return
+    at = record.at
+    if role in INPUT_ROLES:
+        headers = json.dumps([[k, base64.b64encode(v).decode()] for k, v in record.headers])
+        rows.add("raw_events", (record.topic, record.partition, record.offset, record.key, headers,
+                                record.value, _json_or_none(record.value), at))  # fmt: skip
+        _input(record, role, rows, at)
+    elif role == "judge_outputs_valid" and record.value is not None:
+        _judge_output(record, rows, at)
+    elif role == "checks_valid" and record.value is not None:
+        c = ClaimCheck.model_validate_json(record.value)
+        rows.add("claim_checks", (c.claim_id, c.judge_id, c.source_id, c.verdict, c.score, c.confidence,
+                                  c.reason, c.passage_quote, c.passage, c.claim_text, c.rubric_version_id,
+                                  c.schema_version, c.checked_at, record.partition, record.offset, at))  # fmt: skip
+        rows.claims.add(c.claim_id)
+    elif role == "invalid" and record.value is not None:
+        _invalid(InvalidEvent.model_validate_json(record.value), rows)
+    elif role == "reconciled" and record.value is not None:
+        _revision(ReconciliationRevision.model_validate_json(record.value), rows, at)
+    elif role in ("done", "second_judge", "human_review") and record.value is not None:
+        d = RoutingDecision.model_validate_json(record.value)
+        rows.add("routing_decisions", (d.event_id, d.subject, d.claim_id, d.evaluation_run_id, d.route,
+                                       d.reason, d.verdict, d.score, d.confidence, d.judge_ids, d.input_ids,
+                                       d.policy.model_dump_json() if d.policy else None, d.aggregation_mode,
+                                       d.tie_rule, d.agreement, d.decided_at))  # fmt: skip
+        if d.claim_id is not None:
+            rows.claims.add(d.claim_id)
+
+
+def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:
+    """Catalog rows straight from the input topics; invalid ones become dead letters."""
+    if record.value is None or role in ("judge_outputs", "checks"):
+        return  # judge outputs and checks are projected from the validated topics
+    src = SourceRef(record.topic, record.partition, record.offset, record.key)
+    try:
+        if role == "rubrics":
+            r = parse_rubric(record.value)
+            rows.add("rubrics", (r.rubric_version_id, r.name, r.schema_version, r.model_dump_json(),
+                                 r.created_at, at, record.offset))  # fmt: skip
+        elif role == "runs":
+            run = parse_evaluation_run(record.value)
+            rows.add("submission_seen", (run.submission_id, at))
+            rows.add("rubric_seen", (run.rubric_version_id, at))
+            rows.add("evaluation_runs", (run.evaluation_run_id, run.submission_id, run.rubric_version_id,
+                                         run.expected_judge_models, run.judge_timeout_seconds,
+                                         run.schema_version, run.started_at, at, record.offset))  # fmt: skip
+        elif role == "reviews":
+            rv = parse_human_review(record.value)
+            rows.add("reviews", (rv.review_id, rv.claim_id, rv.reviewer, rv.final_verdict, rv.notes, rv.created_at))
+    except ContractError as err:
+        contract = {"rubrics": "rubric", "runs": "evaluation_run", "reviews": "review"}[role]
+        _invalid(InvalidEvent.model_validate_json(dead_letter(record.value, src, contract, err,
+                                                              received_at=at.isoformat()).value), rows)  # fmt: skip
+
+
+def _invalid(ev: InvalidEvent, rows: Rows) -> None:
+    rows.add("invalid_events", (ev.event_id, ev.contract, ev.source_topic, ev.source_partition,
+                                ev.source_offset,
+                                base64.b64decode(ev.source_key_b64) if ev.source_key_b64 else None,
+                                ev.error_codes, json.dumps(ev.errors), base64.b64decode(ev.original_b64),
+                                ev.original_size, ev.original_sha256, ev.original_truncated,
+                                ev.received_at))  # fmt: skip
+
+
+def _judge_output(record: Record, rows: Rows, at: datetime) -> None:
+    o = JudgeOutput.model_validate_json(record.value or b"")
+    headers = dict(record.headers)
+    src_topic, src_partition, src_offset = _coordinates(headers.get(H_SOURCE, b"").decode(), record)
+    source_version = headers.get(H_SOURCE_VERSION, o.schema_version.encode()).decode()
+    _placeholders(rows, at, run=o.evaluation_run_id, submission=o.submission_id, rubric=o.rubric_version_id)
+    oid = row_id("judge_output", o.judge_run_id)
+    rows.add("judge_outputs", (oid, o.evaluation_run_id, o.submission_id, o.rubric_version_id, o.judge_run_id,
+                               o.judge_model, o.schema_version, source_version, o.overall_score,
+                               o.integrity_adjusted_score, o.positive_signal, o.primary_weakness, o.confidence,
+                               o.confidence_reasoning, o.status, o.failure_reason, o.completed_lane_keys,
+                               o.judge_started_at, o.judge_completed_at, src_topic, src_partition, src_offset,
+                               at))  # fmt: skip
+    for lane in o.lane_scores:
+        lid = row_id(oid, "lane", lane.lane_key)
+        rows.add("judge_lane_scores", (lid, oid, lane.lane_key, lane.lane_score))
+        for dim in lane.dimension_scores:
+            did = row_id(lid, "dimension", dim.dimension_key)
+            rows.add("judge_dimension_scores", (did, lid, dim.dimension_key, dim.score, dim.reasoning,
+                                                dim.band_label))  # fmt: skip
+            for i, ref in enumerate(dim.evidence_refs):
+                rows.add("judge_evidence_refs", (row_id(did, "ref", i), oid, "dimension_score", did, did, None,
+                                                 None, i, ref.type, ref.id, ref.location, ref.excerpt, at))  # fmt: skip
+    for i, flag in enumerate(o.flags):
+        fid = row_id(oid, "flag", i)
+        rows.add("judge_flags", (fid, oid, i, flag.flag_code, flag.severity, flag.description,
+                                 flag.auto_disqualify, at))  # fmt: skip
+        for j, ref in enumerate(flag.evidence_refs or []):
+            rows.add("judge_evidence_refs", (row_id(fid, "ref", j), oid, "flag", fid, None, None, fid, j,
+                                             ref.type, ref.id, ref.location, ref.excerpt, at))  # fmt: skip
+    for i, adj in enumerate(o.integrity_adjustments):
+        aid = row_id(oid, "adjustment", i)
+        rows.add("judge_integrity_adjustments", (aid, oid, i, adj.flag_code, adj.description, adj.deduction, at))
+        for j, ref in enumerate(adj.evidence_refs):
+            rows.add("judge_evidence_refs", (row_id(aid, "ref", j), oid, "integrity_adjustment", aid, None, aid,
+                                             None, j, ref.type, ref.id, ref.location, ref.excerpt, at))  # fmt: skip
+    t = o.telemetry_summary
+    rows.add("judge_telemetry", (row_id(oid, "telemetry"), oid, t.tool_call_count, t.step_count, t.error_count,
+                                 t.error_rate, t.total_tokens_used, t.wall_time_seconds,
+                                 t.telemetry_unavailable_reason))  # fmt: skip
+    for i, w in enumerate(json.loads(headers.get(H_WARNINGS, b"[]"))):
+        rows.add("judge_output_warnings", (row_id(oid, "warning", i), oid, w["code"], w["loc"], w["message"]))
+
+
+def _coordinates(coordinates: str, record: Record) -> tuple[str, int, int]:
+    topic, _, offset = coordinates.rpartition("/")
+    topic, _, partition = topic.rpartition("/")
+    try:
+        return topic, int(partition), int(offset)
+    except ValueError:
+        return record.topic, record.partition, record.offset
+
+
+def _revision(rev: ReconciliationRevision, rows: Rows, at: datetime) -> None:
+    r = rev.result
+    rows.add("submission_seen", (rev.submission_id, at))
+    rows.add("rubric_seen", (rev.rubric_version_id, at))
+    rows.add("run_seen", (rev.evaluation_run_id, at))
+    rows.add("evaluation_reconciled_revisions", (
+        rev.event_id, rev.evaluation_run_id, rev.submission_id, rev.revision, rev.status, rev.final_reason,
+        r.judge_count, r.successful_judge_count, r.final_overall_score, r.final_adjusted_score,
+        r.weighted_final_score, r.method, r.has_contradictions,
+        json.dumps([c.model_dump() for c in r.contradiction_details]), json.dumps(r.reconciled_lane_scores),
+        json.dumps(r.lane_scores_by_judge), rev.judge_run_ids, r.missing_judges, r.failed_judges, r.notice,
+        rev.emitted_at,
+    ))  # fmt: skip
+    rows.runs.add(rev.evaluation_run_id)

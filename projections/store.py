@@ -1,0 +1,199 @@
+"""Write one batch of rows in one transaction, with the consumed offsets.
+
+Inserts are batched (`executemany`, which psycopg 3 pipelines) in
+parent-before-child order and idempotent (`ON CONFLICT DO NOTHING` on every
+event identity), so a redelivered or replayed record changes nothing. The
+derived one-row-per-key tables (`checks`, `evaluation_reconciled_scores`)
+are recomputed from the stored facts for the keys a batch touched, so they
+do not depend on the order records arrive in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import psycopg
+
+from projections.rows import Rows
+
+INSERTS: dict[str, str] = {
+    "raw_events": """INSERT INTO raw_events (topic, partition, "offset", key, headers, value, value_json,
+        received_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "submission_seen": """INSERT INTO submissions (id, first_seen_at) VALUES (%s, %s)
+        ON CONFLICT (id) DO UPDATE SET first_seen_at = least(submissions.first_seen_at, EXCLUDED.first_seen_at)""",
+    "rubric_seen": """INSERT INTO rubrics (id, first_seen_at) VALUES (%s, %s)
+        ON CONFLICT (id) DO UPDATE SET first_seen_at = least(rubrics.first_seen_at, EXCLUDED.first_seen_at)""",
+    "rubrics": """INSERT INTO rubrics (id, name, schema_version, doc, created_at, first_seen_at, source_offset)
+        VALUES (%s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, schema_version = EXCLUDED.schema_version,
+          doc = EXCLUDED.doc, created_at = EXCLUDED.created_at, source_offset = EXCLUDED.source_offset,
+          first_seen_at = least(rubrics.first_seen_at, EXCLUDED.first_seen_at)
+        WHERE rubrics.source_offset IS NULL OR rubrics.source_offset < EXCLUDED.source_offset""",
+    "run_seen": """INSERT INTO evaluation_runs (id, first_seen_at) VALUES (%s, %s)
+        ON CONFLICT (id) DO UPDATE SET
+          first_seen_at = least(evaluation_runs.first_seen_at, EXCLUDED.first_seen_at)""",
+    "evaluation_runs": """INSERT INTO evaluation_runs (id, submission_id, rubric_version_id, expected_judge_models,
+          judge_timeout_seconds, schema_version, started_at, first_seen_at, source_offset)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (id) DO UPDATE SET submission_id = EXCLUDED.submission_id,
+          rubric_version_id = EXCLUDED.rubric_version_id, expected_judge_models = EXCLUDED.expected_judge_models,
+          judge_timeout_seconds = EXCLUDED.judge_timeout_seconds, schema_version = EXCLUDED.schema_version,
+          started_at = EXCLUDED.started_at, source_offset = EXCLUDED.source_offset,
+          first_seen_at = least(evaluation_runs.first_seen_at, EXCLUDED.first_seen_at)
+        WHERE evaluation_runs.source_offset IS NULL OR evaluation_runs.source_offset > EXCLUDED.source_offset""",
+    "judge_outputs": """INSERT INTO judge_outputs (id, evaluation_run_id, submission_id, rubric_version_id,
+          judge_run_id, judge_model, schema_version, source_schema_version, overall_score,
+          integrity_adjusted_score, positive_signal, primary_weakness, confidence, confidence_reasoning, status,
+          failure_reason, completed_lane_keys, judge_started_at, judge_completed_at, source_topic,
+          source_partition, source_offset, created_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT DO NOTHING""",
+    "judge_lane_scores": """INSERT INTO judge_lane_scores (id, judge_output_id, lane_key, lane_score)
+        VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "judge_dimension_scores": """INSERT INTO judge_dimension_scores (id, lane_score_id, dimension_key, score,
+        reasoning, band_label) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "judge_flags": """INSERT INTO judge_flags (id, judge_output_id, position, flag_code, severity, description,
+        auto_disqualify, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "judge_integrity_adjustments": """INSERT INTO judge_integrity_adjustments (id, judge_output_id, position,
+        flag_code, description, deduction, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "judge_evidence_refs": """INSERT INTO judge_evidence_refs (id, judge_output_id, parent_type, parent_id,
+          dimension_score_id, adjustment_id, flag_id, position, ref_type, ref_id, ref_location, excerpt, created_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "judge_telemetry": """INSERT INTO judge_telemetry (id, judge_output_id, tool_call_count, step_count,
+          error_count, error_rate, total_tokens_used, wall_time_seconds, telemetry_unavailable_reason)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "judge_output_warnings": """INSERT INTO judge_output_warnings (id, judge_output_id, code, loc, message)
+        VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "evaluation_reconciled_revisions": """INSERT INTO evaluation_reconciled_revisions (event_id,
+          evaluation_run_id, submission_id, revision, status, final_reason, judge_count, successful_judge_count,
+          final_overall_score, final_adjusted_score, weighted_final_score, reconciliation_method,
+          has_contradictions, contradiction_details, reconciled_lane_scores, lane_scores_by_judge, judge_run_ids,
+          missing_judges, failed_judges, notice, emitted_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT DO NOTHING""",
+    "claim_checks": """INSERT INTO claim_checks (claim_id, judge_id, source_id, verdict, score, confidence,
+          reason, passage_quote, passage, claim_text, rubric_version_id, schema_version, checked_at,
+          source_partition, source_offset, created_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "reviews": """INSERT INTO reviews (review_id, claim_id, reviewer, final_verdict, notes, created_at)
+        VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "routing_decisions": """INSERT INTO routing_decisions (event_id, subject, claim_id, evaluation_run_id, route,
+          reason, verdict, score, confidence, judge_ids, input_ids, policy, aggregation_mode, tie_rule,
+          agreement, decided_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "invalid_events": """INSERT INTO invalid_events (event_id, contract, source_topic, source_partition,
+          source_offset, source_key, error_codes, errors, original, original_size, original_sha256,
+          original_truncated, received_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+}
+ORDER = list(INSERTS)  # parents before children
+
+REFRESH_CHECKS = """
+WITH ids AS (SELECT DISTINCT unnest(%s::text[]) AS claim_id),
+first AS (
+  SELECT DISTINCT ON (c.claim_id) c.* FROM claim_checks c JOIN ids USING (claim_id)
+  ORDER BY c.claim_id, c.source_partition, c.source_offset),
+second AS (
+  SELECT DISTINCT ON (c.claim_id) c.* FROM claim_checks c JOIN first f USING (claim_id)
+  WHERE c.judge_id <> f.judge_id ORDER BY c.claim_id, c.source_partition, c.source_offset),
+d_first AS (
+  SELECT DISTINCT ON (d.claim_id) d.* FROM routing_decisions d JOIN ids USING (claim_id)
+  ORDER BY d.claim_id, cardinality(d.judge_ids), (d.reason = 'invalid') DESC, d.decided_at, d.event_id),
+d_last AS (
+  SELECT DISTINCT ON (d.claim_id) d.* FROM routing_decisions d JOIN ids USING (claim_id)
+  ORDER BY d.claim_id, cardinality(d.judge_ids) DESC, (d.reason = 'invalid'), d.decided_at DESC, d.event_id)
+INSERT INTO checks (claim_id, judge_id, source_id, verdict, score, confidence, reason, passage_quote, passage,
+  claim_text, route, route_reason, second_judge_id, second_verdict, second_score, second_confidence,
+  second_reason, final_verdict, final_route, final_reason, created_at)
+SELECT ids.claim_id,
+  coalesce(f.judge_id, df.judge_ids[1], 'unknown'), coalesce(f.source_id, ''),
+  coalesce(f.verdict, 'unclear'), f.score, coalesce(f.confidence, 0.0),
+  coalesce(f.reason, 'invalid claim check (see invalid_events)'), f.passage_quote, coalesce(f.passage, ''),
+  coalesce(f.claim_text, ''), df.route, df.reason, s.judge_id, s.verdict, s.score, s.confidence, s.reason,
+  dl.verdict, dl.route, dl.reason, coalesce(f.checked_at, f.created_at, df.decided_at)
+FROM ids LEFT JOIN first f USING (claim_id) LEFT JOIN second s USING (claim_id)
+  LEFT JOIN d_first df USING (claim_id) LEFT JOIN d_last dl USING (claim_id)
+WHERE f.claim_id IS NOT NULL OR df.claim_id IS NOT NULL
+ON CONFLICT (claim_id) DO UPDATE SET judge_id = EXCLUDED.judge_id, source_id = EXCLUDED.source_id,
+  verdict = EXCLUDED.verdict, score = EXCLUDED.score, confidence = EXCLUDED.confidence, reason = EXCLUDED.reason,
+  passage_quote = EXCLUDED.passage_quote, passage = EXCLUDED.passage, claim_text = EXCLUDED.claim_text,
+  route = EXCLUDED.route, route_reason = EXCLUDED.route_reason, second_judge_id = EXCLUDED.second_judge_id,
+  second_verdict = EXCLUDED.second_verdict, second_score = EXCLUDED.second_score,
+  second_confidence = EXCLUDED.second_confidence, second_reason = EXCLUDED.second_reason,
+  final_verdict = EXCLUDED.final_verdict, final_route = EXCLUDED.final_route,
+  final_reason = EXCLUDED.final_reason, created_at = EXCLUDED.created_at
+"""
+
+REFRESH_SCORES = """
+INSERT INTO evaluation_reconciled_scores (id, evaluation_run_id, submission_id, revision, status, judge_count,
+  successful_judge_count, final_overall_score, final_adjusted_score, weighted_final_score, reconciliation_method,
+  has_contradictions, contradiction_details, missing_judges, failed_judges, notice, finalized_at, created_at)
+SELECT DISTINCT ON (r.evaluation_run_id) r.evaluation_run_id, r.evaluation_run_id, r.submission_id, r.revision,
+  r.status, r.judge_count, r.successful_judge_count, r.final_overall_score, r.final_adjusted_score,
+  r.weighted_final_score, r.reconciliation_method, r.has_contradictions, r.contradiction_details,
+  r.missing_judges, r.failed_judges, r.notice,
+  CASE WHEN r.status = 'final' THEN r.emitted_at END,
+  min(r.emitted_at) OVER (PARTITION BY r.evaluation_run_id)
+FROM evaluation_reconciled_revisions r WHERE r.evaluation_run_id = ANY(%s::uuid[])
+ORDER BY r.evaluation_run_id, (r.status = 'final') DESC, r.revision DESC
+ON CONFLICT (evaluation_run_id) DO UPDATE SET revision = EXCLUDED.revision, status = EXCLUDED.status,
+  judge_count = EXCLUDED.judge_count, successful_judge_count = EXCLUDED.successful_judge_count,
+  final_overall_score = EXCLUDED.final_overall_score, final_adjusted_score = EXCLUDED.final_adjusted_score,
+  weighted_final_score = EXCLUDED.weighted_final_score, reconciliation_method = EXCLUDED.reconciliation_method,
+  has_contradictions = EXCLUDED.has_contradictions, contradiction_details = EXCLUDED.contradiction_details,
+  missing_judges = EXCLUDED.missing_judges, failed_judges = EXCLUDED.failed_judges, notice = EXCLUDED.notice,
+  finalized_at = EXCLUDED.finalized_at, created_at = EXCLUDED.created_at
+"""
+
+Offsets = Mapping[tuple[str, int], tuple[int | None, int]]
+"""(topic, partition) -> (the next_offset this projector believes is stored, or
+None if none is; the next offset after this batch)."""
+
+
+class OffsetConflict(Exception):
+    """The stored offsets are not where this batch starts (another projector,
+    or a rebuild swapped the schema): the caller re-seeks to `stored`."""
+
+    def __init__(self, stored: dict[tuple[str, int], int | None]):
+        super().__init__(f"stored offsets moved: {stored}")
+        self.stored = stored
+
+
+def stored_offsets(conn: psycopg.Connection, consumer: str) -> dict[tuple[str, int], int]:
+    rows = conn.execute(
+        "SELECT topic, partition, next_offset FROM projection_offsets WHERE consumer = %s", [consumer]
+    ).fetchall()
+    return {(t, p): o for t, p, o in rows}
+
+
+def write_batch(conn: psycopg.Connection, consumer: str, rows: Rows, offsets: Offsets,
+                before_commit: object = None) -> None:  # fmt: skip
+    """One transaction: check offsets, insert rows, refresh derived rows, store offsets."""
+    with conn.transaction():
+        stored = {
+            (t, p): o
+            for t, p, o in conn.execute(
+                "SELECT topic, partition, next_offset FROM projection_offsets WHERE consumer = %s "
+                "AND (topic, partition) IN (SELECT * FROM unnest(%s::text[], %s::int[])) FOR UPDATE",
+                [consumer, [t for t, _ in offsets], [p for _, p in offsets]],
+            ).fetchall()
+        }
+        moved = {tp: stored.get(tp) for tp, (believed, _) in offsets.items() if stored.get(tp) != believed}
+        if moved:
+            raise OffsetConflict(moved)
+        with conn.cursor() as cur:
+            for table in ORDER:
+                batch = rows.tables.get(table)
+                if batch:
+                    cur.executemany(INSERTS[table], batch)
+            if rows.claims:
+                cur.execute(REFRESH_CHECKS, [sorted(rows.claims)])
+            if rows.runs:
+                cur.execute(REFRESH_SCORES, [sorted(rows.runs)])
+            if callable(before_commit):
+                before_commit()
+            cur.executemany(
+                "INSERT INTO projection_offsets (consumer, topic, partition, next_offset) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset",
+                [(consumer, t, p, nxt) for (t, p), (_, nxt) in offsets.items()],
+            )
