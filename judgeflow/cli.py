@@ -259,9 +259,9 @@ def topology(ctx: click.Context) -> None:
 
 @main.command()
 @click.option("--runs", default=30, show_default=True, help="evaluation runs (3 judges each)")
-@click.option("--claims", default=300, show_default=True, help="claim checks")
+@click.option("--claims", default=1000, show_default=True, help="claims in the nightly batch")
 @click.option("--seed", default=7, show_default=True)
-@click.option("--timeout", default=180.0, show_default=True, help="seconds to wait for the pipeline")
+@click.option("--timeout", default=300.0, show_default=True, help="seconds to wait for the pipeline")
 def demo(runs: int, claims: int, seed: int, timeout: float) -> None:
     """Run the pipeline end to end on embedded Kafka and Postgres.
 

@@ -1,10 +1,15 @@
-"""`judgeflow demo`: the pipeline end to end on embedded services.
+"""`judgeflow demo`: the whole pipeline on embedded services, end to end.
 
-Starts Kafka and Postgres unless configured, creates the topics, runs the
-worker as a subprocess, publishes a seeded workload (judge outputs of every
-schema version, malformed events, claim checks), waits until every event is
-accounted for on the output topics and prints a summary. Exits non-zero if
-any published event is unaccounted for.
+Starts Kafka and Postgres unless configured, migrates, runs the worker and
+the projector as subprocesses, and publishes a seeded workload: evaluation
+runs with three judges over a weighted three-lane rubric (evidence, flags,
+adjustments, telemetry; some judges time out, some outputs are partial or
+from 1.0 / 2.0 producers, some judges contradict each other), malformed
+events, a nightly claim batch shaped like seed 003's example, second-judge
+answers for what is routed to the second judge and human reviews for part of
+the human queue. It then waits until Postgres accounts for every published
+event (projected or dead-lettered), prints a summary and exits 0 only if
+nothing is missing. Every service it started is stopped, also on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,17 +22,21 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import psycopg
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from judgeflow import workload
 from judgeflow.services.local import local_services
-from schemas import InvalidEvent
+from projections.analytics import kappa_by_judge
+from projections.migrate import migrate
 from streams.topics import TopicNames, ensure_topics
 
 MALFORMED = [
@@ -37,161 +46,286 @@ MALFORMED = [
     b'{"schema_version": "2.1", "overall_score": NaN}',
     b'{"schema_version": "9.0"}',
 ]
+SECOND_JUDGE = "faithfulness-judge-v2"
 
 
 @dataclass
-class Workload:
-    records: list[tuple[str, bytes, bytes]] = field(default_factory=list)
-    expected_valid_outputs: int = 0
-    expected_valid_checks: int = 0
-    expected_invalid: int = 0
+class Published:
+    outputs: int = 0
+    runs: int = 0
+    rubrics: int = 0
+    checks: int = 0
+    reviews: int = 0
+    records: int = 0
+    missing_judges: int = 0
+    by_topic: Counter[str] = field(default_factory=Counter)
 
 
-def build_workload(names: TopicNames, runs: int, claims: int, seed: int) -> Workload:
+def run_records(names: TopicNames, runs: int, seed: int, timeout_s: float) -> tuple[list[Any], Published]:
     rng = random.Random(seed)
-    w = Workload()
+    pub = Published()
+    rubric = workload.rubric(workload.stable_id("demo-rubric", seed))
+    rid = rubric["rubric_version_id"]
+    records: list[tuple[str, bytes, bytes]] = [(names.rubrics, rid.encode(), json.dumps(rubric).encode())]
+    pub.rubrics = 1
     for i in range(runs):
         run_id = workload.stable_id("demo-run", seed, i)
+        run = workload.evaluation_run(run_id, rubric_id=rid, timeout_s=timeout_s)
+        run["started_at"] = workload.iso(workload.datetime.now(workload.UTC))
+        records.append((names.runs, run_id.encode(), json.dumps(run).encode()))
+        pub.runs += 1
+        silent = workload.JUDGE_MODELS[i % 3] if i % 10 == 3 else None  # a judge that never answers
+        pub.missing_judges += silent is not None
+        base = rng.randint(40, 85)
         for j, judge in enumerate(workload.JUDGE_MODELS):
+            if judge == silent:
+                continue
+            contradicts = i % 7 == 5 and j == 2
             doc = workload.judge_output(
-                rng,
-                run_id,
-                judge,
-                with_flag=rng.random() < 0.2,
-                with_adjustment=rng.random() < 0.2,
+                rng, run_id, judge, rubric_id=rid, submission_id=run["submission_id"],
+                base_score=max(0, base - 40) if contradicts else base,
+                with_flag=rng.random() < 0.2, with_adjustment=rng.random() < 0.2,
                 status="partial" if rng.random() < 0.05 else "complete",
-            )
+            )  # fmt: skip
             if (i + j) % 7 == 0:
                 doc = workload.as_version_1_0(doc)
             elif (i + j) % 5 == 0:
                 doc = workload.as_version_2_0(doc)
-            w.records.append((names.judge_outputs, run_id.encode(), json.dumps(doc).encode()))
-            w.expected_valid_outputs += 1
+            records.append((names.judge_outputs, run_id.encode(), json.dumps(doc).encode()))
+            pub.outputs += 1
     for k, raw in enumerate(MALFORMED * max(1, runs // 10)):
-        w.records.append((names.judge_outputs, f"bad-{k}".encode(), raw))
-        w.expected_invalid += 1
+        records.append((names.judge_outputs, f"bad-{k}".encode(), raw))
+        pub.outputs += 1
+    return records, pub
+
+
+def nightly_claims(names: TopicNames, claims: int, seed: int, pub: Published) -> list[Any]:
+    """Seed 003's illustrative batch: 62% confident passes, 18% borderline,
+    11% low-confidence fails, 9% confident fails; 1 in 100 sent with a string."""
+    rng = random.Random(seed + 1)
+    records = []
     for c in range(claims):
         claim_id = f"claim-{seed}-{c:05d}"
-        check = workload.claim_check(rng, claim_id)
-        if c % 97 == 0:
-            check["confidence"] = str(check["confidence"])  # a producer that sends strings
-            w.expected_invalid += 1
+        bucket = c % 100
+        if bucket < 62:
+            v, s, conf = "pass", rng.uniform(0.8, 1.0), rng.uniform(0.6, 1.0)
+        elif bucket < 80:
+            v, s, conf = rng.choice(["pass", "fail"]), rng.uniform(0.45, 0.79), rng.uniform(0.6, 1.0)
+        elif bucket < 91:
+            v, s, conf = "fail", rng.uniform(0.0, 0.44), rng.uniform(0.1, 0.59)
         else:
-            w.expected_valid_checks += 1
-        w.records.append((names.checks, claim_id.encode(), json.dumps(check).encode()))
-    return w
+            v, s, conf = "fail", rng.uniform(0.0, 0.44), rng.uniform(0.6, 1.0)
+        doc = workload.claim_check(rng, claim_id, verdict=v, score=s, confidence=conf)
+        if bucket == 99:
+            doc["confidence"] = str(doc["confidence"])  # a producer that sends strings
+        records.append((names.checks, claim_id.encode(), json.dumps(doc).encode()))
+        pub.checks += 1
+    return records
 
 
-async def _publish(bootstrap: str, w: Workload, progress: Progress) -> None:
+async def _send(bootstrap: str, records: list[Any], progress: Progress, label: str, pub: Published) -> None:
     from aiokafka import AIOKafkaProducer
 
-    task = progress.add_task("publishing", total=len(w.records))
+    task = progress.add_task(label, total=len(records))
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5)
     await producer.start()
     try:
-        for topic, key, value in w.records:
+        for topic, key, value in records:
             await producer.send(topic, key=key, value=value)
+            pub.records += 1
+            pub.by_topic[topic] += 1
             progress.advance(task)
         await producer.flush()
     finally:
         await producer.stop()
 
 
-async def _await_outputs(
-    bootstrap: str, names: TopicNames, w: Workload, progress: Progress, timeout: float
-) -> Counter[str]:
+async def _follow_up(bootstrap: str, names: TopicNames, claims: int, seed: int, progress: Progress,
+                     pub: Published, timeout: float) -> None:  # fmt: skip
+    """Answer the second-judge queue and review half of the human queue, as the
+    second judge and the review tool would."""
     from aiokafka import AIOKafkaConsumer
 
-    want = w.expected_valid_outputs + w.expected_valid_checks + w.expected_invalid
-    task = progress.add_task("waiting for the pipeline", total=want)
-    consumer = AIOKafkaConsumer(
-        names.judge_outputs_valid,
-        names.checks_valid,
-        names.invalid,
-        names.human_review,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        group_id=None,
-    )
+    rng = random.Random(seed + 2)
+    task = progress.add_task("first routing decisions", total=claims)
+    consumer = AIOKafkaConsumer(names.done, names.second_judge, names.human_review, bootstrap_servers=bootstrap,
+                                auto_offset_reset="earliest", group_id=None)  # fmt: skip
     await consumer.start()
-    seen: Counter[str] = Counter()
+    first: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + timeout
     try:
-        while sum(seen[t] for t in (names.judge_outputs_valid, names.checks_valid, names.invalid)) < want:
-            if time.monotonic() > deadline:
-                break
-            for tp, records in (await consumer.getmany(timeout_ms=500)).items():
-                seen[tp.topic] += len(records)
-                if tp.topic == names.invalid:
-                    for r in records:
-                        for code in InvalidEvent.model_validate_json(r.value).error_codes:
-                            seen[f"code:{code}"] += 1
-                if tp.topic != names.human_review:
-                    progress.advance(task, len(records))
+        while len(first) < claims and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                for r in records:
+                    d = json.loads(r.value)
+                    if d.get("subject") == "claim" and len(d.get("judge_ids", [])) <= 1 and d["claim_id"] not in first:
+                        first[d["claim_id"]] = d
+                        progress.advance(task)
     finally:
         await consumer.stop()
-    return seen
+    answers, reviews = [], []
+    for claim_id, d in sorted(first.items()):
+        if d["route"] == "second_judge":
+            verdict = rng.choices(["pass", "fail", "unclear"], weights=[55, 40, 5])[0]
+            doc = workload.claim_check(rng, claim_id, judge_id=SECOND_JUDGE, verdict=verdict)
+            answers.append((names.checks, claim_id.encode(), json.dumps(doc).encode()))
+        elif d["route"] == "human_review" and rng.random() < 0.5:
+            judged = d.get("verdict") or "unclear"
+            final = judged if rng.random() < 0.75 and judged != "unclear" else rng.choice(["pass", "fail"])
+            review = {"schema_version": "1.0", "review_id": str(uuid.uuid5(uuid.NAMESPACE_URL, claim_id)),
+                      "claim_id": claim_id, "reviewer": f"reviewer-{rng.randint(1, 3)}", "final_verdict": final,
+                      "created_at": workload.iso(workload.datetime.now(workload.UTC))}  # fmt: skip
+            reviews.append((names.reviews, claim_id.encode(), json.dumps(review).encode()))
+    pub.checks += len(answers)
+    pub.reviews += len(reviews)
+    await _send(bootstrap, answers + reviews, progress, "second judge + reviews", pub)
 
 
-def run_demo(runs: int = 30, claims: int = 300, seed: int = 7, timeout: float = 180.0) -> int:
+def _counts(conn: psycopg.Connection) -> dict[str, int]:
+    row = conn.execute("""
+        SELECT (SELECT count(*) FROM raw_events),
+               (SELECT count(*) FROM judge_outputs WHERE coalesce(failure_reason, '') NOT LIKE 'timeout:%%'),
+               (SELECT count(*) FROM judge_outputs WHERE failure_reason LIKE 'timeout:%%'),
+               (SELECT count(*) FROM invalid_events WHERE contract = 'judge_output'),
+               (SELECT count(*) FROM claim_checks),
+               (SELECT count(*) FROM invalid_events WHERE contract = 'claim_check'),
+               (SELECT count(*) FROM evaluation_runs WHERE started_at IS NOT NULL),
+               (SELECT count(*) FROM reviews),
+               (SELECT count(*) FROM evaluation_reconciled_scores WHERE status = 'final'),
+               (SELECT count(*) FROM checks WHERE final_route IS NOT NULL)
+    """).fetchone()  # fmt: skip
+    keys = ["raw", "outputs", "stubs", "invalid_outputs", "checks", "invalid_checks", "runs", "reviews", "finals",
+            "claims_routed"]  # fmt: skip
+    return dict(zip(keys, (int(v) for v in row or ()), strict=True))
+
+
+def _accounted(c: dict[str, int], pub: Published, claims: int) -> bool:
+    return (
+        c["outputs"] + c["invalid_outputs"] == pub.outputs
+        and c["checks"] + c["invalid_checks"] == pub.checks
+        and c["runs"] == pub.runs and c["reviews"] == pub.reviews
+        and c["raw"] == pub.records + c["stubs"] and c["stubs"] == pub.missing_judges
+        and c["finals"] == pub.runs and c["claims_routed"] == claims
+    )  # fmt: skip
+
+
+def _summary(console: Console, conn: psycopg.Connection, c: dict[str, int], pub: Published) -> None:
+    t = Table(title="judgeflow demo: published vs accounted for in Postgres", title_justify="left")
+    for col in ("events", "published", "projected", "dead-lettered"):
+        t.add_column(col, justify="right" if col != "events" else "left")
+    t.add_row("judge outputs", str(pub.outputs), str(c["outputs"]), str(c["invalid_outputs"]))
+    t.add_row("timeout stubs (by judgeflow)", "", str(c["stubs"]), "")
+    t.add_row("claim checks (both judges)", str(pub.checks), str(c["checks"]), str(c["invalid_checks"]))
+    t.add_row("evaluation runs", str(pub.runs), str(c["runs"]), "")
+    t.add_row("human reviews", str(pub.reviews), str(c["reviews"]), "")
+    t.add_row("raw input records", str(pub.records + c["stubs"]), str(c["raw"]), "")
+    console.print(t)
+    runs = conn.execute("""SELECT count(*) FILTER (WHERE status = 'final'), count(*) FILTER (WHERE has_contradictions),
+                                  count(*) FILTER (WHERE notice IS NOT NULL)
+                           FROM evaluation_reconciled_scores""").fetchone()  # fmt: skip
+    t = Table(title="evaluation runs", title_justify="left")
+    for col in ("reconciled (final)", "with contradictions", "with a judge unavailable"):
+        t.add_column(col, justify="right")
+    t.add_row(*(str(v) for v in runs or ()))
+    console.print(t)
+    t = Table(title="routing decisions per topic", title_justify="left")
+    for col in ("route", "claims", "evaluations"):
+        t.add_column(col)
+    for route, claims, evals in conn.execute("""SELECT route, count(*) FILTER (WHERE subject = 'claim'),
+            count(*) FILTER (WHERE subject = 'evaluation') FROM routing_decisions GROUP BY route ORDER BY route"""):
+        t.add_row(f"routing.{route}", str(claims), str(evals))
+    console.print(t)
+    t = Table(title="dead letters by code", title_justify="left")
+    t.add_column("code")
+    t.add_column("events", justify="right")
+    for code, n in conn.execute("SELECT code, events FROM dead_letters_by_code"):
+        t.add_row(code, str(n))
+    console.print(t)
+    t = Table(title="judges vs human review", title_justify="left")
+    for col in ("judge_id", "reviewed", "overturn rate", "Cohen's kappa"):
+        t.add_column(col)
+    overturn = {j: float(r) for j, r, _ in conn.execute("SELECT * FROM overturn_rate_by_judge")}
+    for judge, n, kappa in kappa_by_judge(conn):
+        t.add_row(judge, str(n), f"{overturn.get(judge, 0):.2f}", "undefined" if kappa is None else f"{kappa:.3f}")
+    console.print(t)
+
+
+def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "judgeflow.cli", *args], env=env, stdout=out,
+                                stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.terminate()
+    for p in processes:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float = 300.0,
+             judge_timeout: float = 5.0) -> int:  # fmt: skip
     console = Console()
     t0 = time.monotonic()
-    with local_services() as services:
-        console.print(
-            f"kafka    {services.kafka_bootstrap_servers}"
-            + (f"  (started in {services.kafka_seconds:.1f}s)" if services.kafka_seconds else "")
-        )
-        console.print(
-            f"postgres {services.database_url.split('@')[-1]}"
-            + (f"  (started in {services.postgres_seconds:.1f}s)" if services.postgres_seconds else "")
-        )
-        prefix = f"demo{int(time.time())}."
-        names = TopicNames.with_prefix(prefix)
-        asyncio.run(ensure_topics(services.kafka_bootstrap_servers, names, partitions=4, replication=1))
-        w = build_workload(names, runs, claims, seed)
-        env = {
-            **os.environ,
-            **services.env(),
-            "JUDGEFLOW_TOPIC_PREFIX": prefix,
-            "JUDGEFLOW_APP_ID": f"judgeflow-{prefix.rstrip('.')}",
-            "JUDGEFLOW_DATA_DIR": tempfile.mkdtemp(prefix="judgeflow-demo-"),
-        }
-        log = Path(env["JUDGEFLOW_DATA_DIR"]) / "worker.log"
-        with open(log, "wb") as out:
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "judgeflow.cli", "worker", "--loglevel", "warn"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        try:
+    work = Path(tempfile.mkdtemp(prefix="judgeflow-demo-"))
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        with local_services(work / "services") as services:
+            for name, url, secs in (
+                ("kafka", services.kafka_bootstrap_servers, services.kafka_seconds),
+                ("postgres", services.database_url.split("@")[-1], services.postgres_seconds),
+            ):
+                how = f"started in {secs:.1f}s" if secs else "configured"
+                console.print(f"{name:9}{url}  ({how})")
+            prefix, schema = f"demo{int(time.time())}.", "judgeflow_demo"
+            names = TopicNames.with_prefix(prefix)
+            bootstrap = services.kafka_bootstrap_servers
+            asyncio.run(ensure_topics(bootstrap, names, partitions=4, replication=1))
+            migrate(services.database_url, schema)
+            env = {**os.environ, **services.env(), "JUDGEFLOW_TOPIC_PREFIX": prefix,
+                   "JUDGEFLOW_APP_ID": f"judgeflow-{prefix.rstrip('.')}", "JUDGEFLOW_TIMER_INTERVAL": "0.5",
+                   "JUDGEFLOW_DATA_DIR": str(work / "worker")}  # fmt: skip
+            processes.append(_spawn(["worker", "--loglevel", "warn"], env, work / "worker.log"))
+            processes.append(_spawn(["projector", "--schema", schema], env, work / "projector.log"))
+            first, pub = run_records(names, runs, seed, judge_timeout)
+            first += nightly_claims(names, claims, seed, pub)
             with Progress(console=console) as progress:
-                asyncio.run(_publish(services.kafka_bootstrap_servers, w, progress))
-                seen = asyncio.run(_await_outputs(services.kafka_bootstrap_servers, names, w, progress, timeout))
-        finally:
-            worker.terminate()
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-    table = Table(title="judgeflow demo")
-    table.add_column("what")
-    table.add_column("expected", justify="right")
-    table.add_column("seen", justify="right")
-    rows = [
-        ("valid judge outputs", w.expected_valid_outputs, seen[names.judge_outputs_valid]),
-        ("valid claim checks", w.expected_valid_checks, seen[names.checks_valid]),
-        ("dead-lettered", w.expected_invalid, seen[names.invalid]),
-    ]
-    for label, expected, got in rows:
-        table.add_row(label, str(expected), str(got))
-    table.add_row("invalid checks queued for humans", "", str(seen[names.human_review]))
-    for key, count in sorted(seen.items()):
-        if key.startswith("code:"):
-            table.add_row(f"  {key[5:]}", "", str(count))
-    console.print(table)
-    ok = all(expected == got for _, expected, got in rows)
-    console.print(
-        f"{'every event accounted for' if ok else 'EVENTS UNACCOUNTED FOR'}; {time.monotonic() - t0:.1f}s end to end"
-    )
-    return 0 if ok else 1
+                asyncio.run(_send(bootstrap, first, progress, "publishing", pub))
+                asyncio.run(_follow_up(bootstrap, names, claims, seed, progress, pub, timeout))
+                task = progress.add_task("waiting for Postgres", total=1.0)
+                deadline = time.monotonic() + timeout
+                with psycopg.connect(services.database_url, autocommit=True,
+                                     options=f"-c search_path={schema}") as conn:  # fmt: skip
+                    counts = _counts(conn)
+                    while not _accounted(counts, pub, claims) and time.monotonic() < deadline:
+                        if any(p.poll() is not None for p in processes):
+                            break
+                        time.sleep(0.5)
+                        counts = _counts(conn)
+                        progress.update(task, completed=min(1.0, (counts["checks"] + counts["outputs"])
+                                                            / max(1, pub.checks + pub.outputs)))  # fmt: skip
+                    ok = _accounted(counts, pub, claims)
+                    progress.update(task, completed=1.0 if ok else None)
+            with psycopg.connect(services.database_url, autocommit=True,
+                                 options=f"-c search_path={schema}") as conn:  # fmt: skip
+                _summary(console, conn, counts, pub)
+            _stop(processes)
+    except KeyboardInterrupt:
+        console.print("interrupted: stopping the worker, the projector and the services")
+        _stop(processes)
+        return 130
+    finally:
+        _stop(processes)
+    elapsed = time.monotonic() - t0
+    if ok:
+        console.print(f"every published event is accounted for in Postgres; {elapsed:.1f}s end to end")
+        return 0
+    console.print(f"EVENTS UNACCOUNTED FOR after {elapsed:.1f}s (logs in {work})")
+    for p in ("worker.log", "projector.log"):
+        tail = (work / p).read_text(errors="replace").splitlines()[-15:] if (work / p).exists() else []
+        console.print(f"--- {p}\n" + "\n".join(tail))
+    return 1

