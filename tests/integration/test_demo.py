@@ -25,4 +25,4 @@ def test_demo_accounts_for_every_event(kafka_bootstrap: str, database_url: str) 
         timeout=300,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "every event accounted for" in out.stdout
+    assert "every published event is accounted for in Postgres" in out.stdout
