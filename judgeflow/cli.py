@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 
@@ -244,6 +245,133 @@ def report(ctx: click.Context, schema: str) -> None:
             for row in rows:
                 table.add_row(*("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
             console.print(table)
+
+
+ROLE_BY_TOPIC = {"judge.outputs": "judge_outputs", "judge.checks": "checks", "evaluation.runs": "runs",
+                 "judge.rubrics": "rubrics", "reviews": "reviews"}  # fmt: skip
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--topic", required=True, type=click.Choice(sorted(ROLE_BY_TOPIC)), help="input topic (unprefixed)")
+@click.option("--raw", is_flag=True, help="send every line as is, without validating (to test the dead-letter path)")
+@click.pass_context
+def produce(ctx: click.Context, file: Path, topic: str, raw: bool) -> None:
+    """Publish a JSONL file, one event per line, validated before sending.
+
+    Invalid lines are reported with their line number and error codes and not
+    sent; the exit code is 1 if any line was invalid.
+
+    \b
+    Example:
+      judgeflow produce outputs.jsonl --topic judge.outputs
+    """
+    from aiokafka import AIOKafkaProducer
+
+    from judgeflow.producer import encode_for
+    from schemas import ContractError
+
+    settings = _settings(ctx)
+    role = ROLE_BY_TOPIC[topic]
+    name = settings.topic_prefix + topic
+    good: list[tuple[bytes | None, bytes]] = []
+    bad = 0
+    for number, line in enumerate(file.read_bytes().splitlines(), start=1):
+        if not line.strip():
+            continue
+        if raw:
+            good.append((None, line))
+            continue
+        try:
+            good.append(encode_for(role, line))
+        except ContractError as err:
+            bad += 1
+            first = err.errors[0]
+            where = ".".join(str(p) for p in first.loc) or "<root>"
+            click.echo(f"{file}:{number}: {','.join(err.codes)} at {where}: {first.message}", err=True)
+
+    async def send() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_idempotence=True,
+                                    **settings.kafka_security.aiokafka_kwargs())  # fmt: skip
+        await producer.start()
+        try:
+            for key, value in good:
+                await producer.send(name, key=key, value=value)
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    if good:
+        try:
+            asyncio.run(send())
+        except Exception as exc:
+            raise click.ClickException(f"cannot publish to {settings.kafka_bootstrap_servers}: {exc}") from None
+    click.echo(f"sent {len(good)} event(s) to {name}; {bad} invalid line(s) not sent")
+    sys.exit(1 if bad else 0)
+
+
+@main.command()
+@click.argument("topic")
+@click.option("--follow/--no-follow", "-f", default=False, help="keep waiting for new records")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line (key, value, coordinates)")
+@click.option("--limit", type=int, default=None, help="stop after N records")
+@click.pass_context
+def tail(ctx: click.Context, topic: str, follow: bool, as_json: bool, limit: int | None) -> None:
+    """Print a topic's records from the beginning (unprefixed name, e.g. judge.invalid).
+
+    \b
+    Example:
+      judgeflow tail routing.human_review --follow
+    """
+    import json as jsonlib
+
+    from aiokafka import AIOKafkaConsumer
+    from rich.console import Console
+
+    settings = _settings(ctx)
+    name = settings.topic_prefix + topic
+    console = Console()
+
+    async def run() -> None:
+        consumer = AIOKafkaConsumer(
+            name,
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            group_id=None,
+            auto_offset_reset="earliest",
+            **settings.kafka_security.aiokafka_kwargs(),
+        )
+        await consumer.start()
+        seen, idle = 0, 0
+        try:
+            while limit is None or seen < limit:
+                batch = await consumer.getmany(timeout_ms=1000)
+                if not batch:
+                    idle += 1
+                    if not follow and idle >= 3:
+                        return
+                    continue
+                idle = 0
+                for records in batch.values():
+                    for r in records:
+                        try:
+                            value: object = jsonlib.loads(r.value) if r.value is not None else None
+                        except ValueError:
+                            value = r.value.decode("utf-8", "replace") if r.value else None
+                        key = r.key.decode("utf-8", "replace") if r.key is not None else None
+                        if as_json:
+                            click.echo(jsonlib.dumps({"topic": r.topic, "partition": r.partition,
+                                                      "offset": r.offset, "key": key, "value": value}))  # fmt: skip
+                        else:
+                            console.rule(f"{r.topic}/{r.partition}/{r.offset}  key={key}")
+                            console.print_json(data=value) if isinstance(value, (dict, list)) else console.print(value)
+                        seen += 1
+                        if limit is not None and seen >= limit:
+                            return
+        finally:
+            await consumer.stop()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
 
 
 @main.command()
