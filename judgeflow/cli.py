@@ -182,6 +182,9 @@ def projector(ctx: click.Context, schema: str) -> None:
     )
 
     async def run() -> None:
+        from judgeflow.metrics import serve_from_env
+
+        serve_from_env(settings.web_host)
         loop = aio.get_running_loop()
         for s_ in (sig.SIGTERM, sig.SIGINT):
             loop.add_signal_handler(s_, proj.stop)
@@ -222,13 +225,21 @@ def rebuild(ctx: click.Context, schema: str, keep_old: bool) -> None:
 
 @main.command()
 @click.option("--schema", default="judgeflow", show_default=True, help="read-model schema")
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="also write the dashboard's charts and tables to this static HTML file",
+)
 @click.pass_context
-def report(ctx: click.Context, schema: str) -> None:
+def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
     """Print the analyst views: seed 003's four questions, kappa, checklist queries.
 
     \b
-    Example:
+    Examples:
       judgeflow report
+      judgeflow report --html report.html
     """
     from rich.console import Console
     from rich.table import Table
@@ -245,6 +256,32 @@ def report(ctx: click.Context, schema: str) -> None:
             for row in rows:
                 table.add_row(*("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
             console.print(table)
+    if html_file is not None:
+        from judgeflow.dashboard import write_report
+
+        click.echo(f"wrote {write_report(_database_url(_settings(ctx)), schema, html_file)}")
+
+
+@main.command()
+@click.option("--schema", default="judgeflow", show_default=True, help="read-model schema")
+@click.option("--host", default=None, help="bind address (default JUDGEFLOW_WEB_HOST, 127.0.0.1)")
+@click.option("--port", type=int, default=8050, show_default=True)
+@click.pass_context
+def dashboard(ctx: click.Context, schema: str, host: str | None, port: int) -> None:
+    """Serve the read-only analyst dashboard (charts refresh live from Postgres).
+
+    \b
+    Example:
+      judgeflow dashboard --port 8050   # then open http://127.0.0.1:8050/
+    """
+    from aiohttp import web
+
+    from judgeflow.dashboard import make_app
+
+    settings = _settings(ctx)
+    bind = host or settings.web_host
+    click.echo(f"dashboard on http://{bind}:{port}/ (schema {schema})")
+    web.run_app(make_app(_database_url(settings), schema), host=bind, port=port, print=None)
 
 
 ROLE_BY_TOPIC = {"judge.outputs": "judge_outputs", "judge.checks": "checks", "evaluation.runs": "runs",

@@ -281,7 +281,9 @@ def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float =
             ):
                 how = f"started in {secs:.1f}s" if secs else "configured"
                 console.print(f"{name:9}{url}  ({how})")
-            prefix, schema = f"demo{int(time.time())}.", "judgeflow_demo"
+            stamp = int(time.time())
+            prefix, schema = f"demo{stamp}.", f"judgeflow_demo_{stamp}"  # fresh topics and read models per run
+            console.print(f"topics   {prefix}*\nschema   {schema}")
             names = TopicNames.with_prefix(prefix)
             bootstrap = services.kafka_bootstrap_servers
             asyncio.run(ensure_topics(bootstrap, names, partitions=4, replication=1))

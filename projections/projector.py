@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 
+from judgeflow import metrics
 from projections.migrate import DEFAULT_SCHEMA, check_schema_name
 from projections.rows import Record, Rows, project
 from projections.store import OffsetConflict, stored_offsets, write_batch
@@ -177,5 +178,10 @@ class Projector:
         self.stats.seconds_writing += time.perf_counter() - t0
         self.stats.records += len(records)
         self.stats.rows += rows.count()
+        metrics.PROJECTED_ROWS.inc(rows.count())
+        metrics.PROJECTED_BATCHES.inc()
         for tp, (_, nxt) in offsets.items():
             self.believed[tp] = nxt
+            highwater = consumer.highwater(TopicPartition(*tp))
+            if highwater is not None:
+                metrics.PROJECTION_LAG.labels(tp[0], str(tp[1])).set(max(0, highwater - nxt))

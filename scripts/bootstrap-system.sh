@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs the system tools judgeflow's self-started services need when they
-# are missing: a Java runtime and Maven (Kafka from Maven Central jars).
+# are missing: a Java runtime and Maven (Kafka from Maven Central jars), and
+# Chromium for the dashboard's headless-browser test.
 # Python 3.11+ with venv is assumed. Uses apt-get where available.
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v mvn  >/dev/null 2>&1 || need+=(maven)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+# The dashboard's browser test drives Debian's Chromium (no browser download).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "missing: ${need[*]} (install them, or set KAFKA_BOOTSTRAP_SERVERS / DATABASE_URL)" >&2

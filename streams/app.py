@@ -18,6 +18,7 @@ from typing import Any
 
 import faust
 
+from judgeflow import metrics
 from judgeflow.config import Settings
 from schemas import ContractError, JudgeOutput, parse_evaluation_run, parse_rubric
 from schemas.errors import ErrorDetail
@@ -148,6 +149,16 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
             if record.role not in spec.writes:
                 raise RuntimeError(f"{spec.name} may not write {record.role}")
             await topics[record.role].send(key=record.key, value=record.value, headers=record.headers)
+            _count(record)
+
+    def _count(record: Outgoing) -> None:
+        if record.role == "invalid":
+            codes = dict(record.headers).get("judgeflow-error-codes", b"").decode().split(",")
+            for code in filter(None, codes):
+                metrics.INVALID.labels(code).inc()
+        elif record.role in ("done", "second_judge", "human_review"):
+            subject = "evaluation" if b'"subject":"evaluation"' in record.value else "claim"
+            metrics.ROUTES.labels(record.role, subject).inc()
 
     def agent(spec: AgentSpec, handler: Handler, contract: str, *, needs_rubrics: bool = False) -> None:
         channel = topics[spec.reads[0]] if len(spec.reads) == 1 else app.topic(
@@ -169,6 +180,7 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
                     err = ContractError([ErrorDetail("INTERNAL_ERROR", (), repr(exc)[:500])])
                     out = [dead_letter(raw, src, contract, err)]
                 await publish(spec, out)
+                metrics.EVENTS.labels(spec.name).inc()
 
         process.__name__ = spec.name
         app.agent(channel, name=spec.name)(process)
@@ -301,4 +313,18 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
 
     timer(TIMERS[0], sweep_runs)
     timer(TIMERS[1], sweep_claims)
+
+    @app.timer(5.0, name="consumer_lag")
+    async def consumer_lag() -> None:
+        consumer = app.consumer
+        for tp in app.assignor.assigned_actives():
+            highwater = consumer.highwater(tp)
+            position = await consumer.position(tp)
+            if highwater is not None and position is not None:
+                metrics.CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, highwater - position))
+
+    @app.task
+    async def metrics_endpoint() -> None:
+        metrics.serve_from_env(settings.web_host)
+
     return app

@@ -17,12 +17,12 @@ pytestmark = pytest.mark.integration
 def test_demo_accounts_for_every_event(kafka_bootstrap: str, database_url: str) -> None:
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "DATABASE_URL": database_url}
     out = subprocess.run(
-        [sys.executable, "-m", "judgeflow.cli", "demo", "--runs", "6", "--claims", "60", "--timeout", "120"],
+        [sys.executable, "-m", "judgeflow.cli", "demo", "--runs", "6", "--claims", "60", "--timeout", "300"],
         capture_output=True,
         text=True,
         env=env,
         cwd=REPO,
-        timeout=300,
+        timeout=600,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "every published event is accounted for in Postgres" in out.stdout

@@ -56,7 +56,11 @@ def test_validation_agents_route_valid_and_invalid(kafka_bootstrap: str, tmp_pat
     produce(kafka_bootstrap, records)
 
     want_invalid = len(MALFORMED) + 1 + 2
-    with Worker(kafka_bootstrap, names.judge_outputs.removesuffix("judge.outputs"), tmp_path) as worker:
+    from judgeflow.services.ports import free_port
+
+    metrics_port = free_port()
+    prefix = names.judge_outputs.removesuffix("judge.outputs")
+    with Worker(kafka_bootstrap, prefix, tmp_path, JUDGEFLOW_METRICS_PORT=str(metrics_port)) as worker:
         got = consume_until(
             kafka_bootstrap,
             [names.judge_outputs_valid, names.checks_valid, names.invalid, names.human_review],
@@ -70,6 +74,12 @@ def test_validation_agents_route_valid_and_invalid(kafka_bootstrap: str, tmp_pat
             worker=worker,
         )
         assert worker.alive(), worker.log()
+        import urllib.request
+
+        scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    assert 'judgeflow_events_total{agent="validate_judge_outputs"}' in scraped
+    assert 'judgeflow_invalid_total{code="INVALID_UTF8"} 1.0' in scraped
+    assert 'judgeflow_routes_total{route="human_review",subject="claim"}' in scraped
 
     valid = [parse_judge_output(r.value) for r in got if r.topic == names.judge_outputs_valid]
     assert sorted(o.judge_model for o in valid) == ["claude-opus-4-6", "gemini-1.5-pro", "gpt-4o"]

@@ -1,0 +1,181 @@
+"""The analysts' dashboard and the static HTML report.
+
+One set of chart definitions (plotly figures built in Python from the
+read-model views) serves both: `judgeflow dashboard` is a small read-only
+aiohttp app (bound to 127.0.0.1 by default) whose page refreshes its charts
+from `/api/summary` every few seconds; `judgeflow report --html` writes the
+same figures into one self-contained file. Text from the database is always
+HTML-escaped (plotly escapes what it renders; tables go through html.escape).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import psycopg
+
+from projections.analytics import kappa_by_judge
+
+REFRESH_SECONDS = 5
+
+
+def summary(conn: psycopg.Connection) -> dict[str, Any]:
+    """Everything the dashboard shows, as plain JSON-able data."""
+    queues: dict[str, int] = dict(
+        conn.execute("SELECT coalesce(final_route, route, 'pending'), count(*) FROM checks GROUP BY 1 ORDER BY 1")
+    )
+    throughput = [(ts.isoformat(), n) for ts, n in conn.execute(
+        "SELECT date_bin('10 seconds', received_at, TIMESTAMPTZ 'epoch') AS slot, count(*) FROM raw_events "
+        "GROUP BY 1 ORDER BY 1 DESC LIMIT 90").fetchall()][::-1]  # fmt: skip
+    dead = conn.execute("SELECT code, events FROM dead_letters_by_code").fetchall()
+    drift = {j: (float(cr), float(mc), n) for j, cr, mc, n in conn.execute("SELECT * FROM judge_drift")}
+    kappa = {j: (n, k) for j, n, k in kappa_by_judge(conn)}
+    overturn = {j: float(r) for j, r, _ in conn.execute("SELECT * FROM overturn_rate_by_judge")}
+    judges = sorted(set(drift) | set(kappa))
+    scores = conn.execute("SELECT judge_model, bucket, sum(outputs)::int FROM score_distribution "
+                          "GROUP BY 1, 2 ORDER BY 1, 2").fetchall()  # fmt: skip
+    runs: dict[str, int] = dict(conn.execute("SELECT status, count(*) FROM evaluation_run_status GROUP BY 1"))
+    return {
+        "queues": queues,
+        "throughput": throughput,
+        "dead_letters": [[c, n] for c, n in dead],
+        "judges": [
+            {
+                "judge_id": j,
+                "contradiction_rate": drift.get(j, (None,))[0],
+                "mean_confidence": drift.get(j, (0, None))[1],
+                "checks": drift.get(j, (0, 0, 0))[2],
+                "reviewed": kappa.get(j, (0, None))[0],
+                "kappa": kappa.get(j, (0, None))[1],
+                "overturn_rate": overturn.get(j),
+            }
+            for j in judges
+        ],  # fmt: skip
+        "scores": [[m, int(b), int(n)] for m, b, n in scores],
+        "runs": runs,
+    }
+
+
+def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
+    layout = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "height": 300}
+    figs = {
+        "queues": go.Figure(go.Bar(x=list(data["queues"]), y=list(data["queues"].values())),
+                            layout={**layout, "title": "Claims by route (final)"}),
+        "throughput": go.Figure(go.Scatter(x=[t for t, _ in data["throughput"]],
+                                           y=[n for _, n in data["throughput"]], mode="lines+markers"),
+                                layout={**layout, "title": "Input events per 10 s"}),
+        "dead_letters": go.Figure(go.Bar(x=[c for c, _ in data["dead_letters"]],
+                                         y=[n for _, n in data["dead_letters"]]),
+                                  layout={**layout, "title": "Dead letters by code"}),
+        "judges": go.Figure(
+            [go.Bar(name="contradiction rate", x=[j["judge_id"] for j in data["judges"]],
+                    y=[j["contradiction_rate"] for j in data["judges"]]),
+             go.Bar(name="kappa vs human", x=[j["judge_id"] for j in data["judges"]],
+                    y=[j["kappa"] for j in data["judges"]])],
+            layout={**layout, "title": "Judge drift and agreement with humans", "barmode": "group"}),
+        "scores": go.Figure(
+            [go.Bar(name=m, x=[b for mm, b, _ in data["scores"] if mm == m],
+                    y=[n for mm, _, n in data["scores"] if mm == m])
+             for m in sorted({m for m, _, _ in data["scores"]})],
+            layout={**layout, "title": "Overall score distribution by judge", "barmode": "group"}),
+    }  # fmt: skip
+    return figs
+
+
+def _table(data: dict[str, Any]) -> str:
+    columns = ("judge", "checks", "contradiction rate", "mean confidence", "reviewed", "kappa", "overturn")
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+
+    def cell(v: Any) -> str:
+        return "—" if v is None else html.escape(f"{v:.3f}" if isinstance(v, float) else str(v))
+
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{cell(j[k])}</td>" for k in ("judge_id", "checks", "contradiction_rate",
+                                                             "mean_confidence", "reviewed", "kappa", "overturn_rate"))
+        + "</tr>" for j in data["judges"]
+    )  # fmt: skip
+    return f'<table id="judges"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:1rem}
+.chart{border:1px solid #ddd;border-radius:6px;padding:.25rem}
+table{border-collapse:collapse;margin-top:1rem}td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}"""
+
+
+def report_html(data: dict[str, Any]) -> str:
+    """A self-contained static report (plotly.js inlined once)."""
+    figs = figures(data)
+    parts = []
+    for i, (name, fig) in enumerate(figs.items()):
+        div = fig.to_html(full_html=False, include_plotlyjs=(i == 0), div_id=f"chart-{name}")
+        parts.append(f'<div class="chart">{div}</div>')
+    runs = html.escape(", ".join(f"{k}: {v}" for k, v in sorted(data["runs"].items())) or "none")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow report</title>"
+            f"<style>{STYLE}</style></head><body><h1>judgeflow report</h1><p>Evaluation runs: {runs}</p>"
+            f"<div class='grid'>{''.join(parts)}</div>{_table(data)}</body></html>")  # fmt: skip
+
+
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dashboard</title>
+<style>{style}</style><script src="/static/plotly.min.js"></script></head><body>
+<h1>judgeflow dashboard</h1><p id="status">loading…</p><div class="grid">{divs}</div><div id="table"></div>
+<script>
+async function refresh() {{
+  const r = await fetch('/api/summary');
+  const d = await r.json();
+  for (const [name, fig] of Object.entries(d.figures)) {{
+    Plotly.react('chart-' + name, fig.data, fig.layout, {{displayModeBar: false}});
+  }}
+  document.getElementById('table').innerHTML = d.table;
+  document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
+    ' (every {refresh}s, read-only)';
+  document.body.dataset.ready = '1';
+}}
+refresh(); setInterval(refresh, {refresh} * 1000);
+</script></body></html>"""
+
+
+def make_app(database_url: str, schema: str) -> Any:
+    """The read-only aiohttp app: GET / (page), /api/summary (JSON), /static/plotly.min.js."""
+    from aiohttp import web
+    from plotly.offline import get_plotlyjs
+
+    plotly_js = get_plotlyjs()
+    names = list(figures({"queues": {}, "throughput": [], "dead_letters": [], "judges": [], "scores": [],
+                          "runs": {}}))  # fmt: skip
+    page = PAGE.format(style=STYLE, refresh=REFRESH_SECONDS,
+                       divs="".join(f'<div class="chart" id="chart-{n}"></div>' for n in names))  # fmt: skip
+
+    def fetch() -> dict[str, Any]:
+        with psycopg.connect(database_url, options=f"-c search_path={schema}") as conn:
+            data = summary(conn)
+        return {"figures": {k: json.loads(f.to_json()) for k, f in figures(data).items()},
+                "table": _table(data), "data": data}  # fmt: skip
+
+    async def index(_: web.Request) -> web.Response:
+        return web.Response(text=page, content_type="text/html")
+
+    async def api(_: web.Request) -> web.Response:
+        import asyncio
+
+        body = await asyncio.to_thread(fetch)
+        return web.json_response(body, dumps=lambda o: json.dumps(o, default=str))
+
+    async def js(_: web.Request) -> web.Response:
+        return web.Response(text=plotly_js, content_type="application/javascript")
+
+    app = web.Application()
+    app.router.add_get("/", index)
+    app.router.add_get("/api/summary", api)
+    app.router.add_get("/static/plotly.min.js", js)
+    return app
+
+
+def write_report(database_url: str, schema: str, path: Path) -> Path:
+    with psycopg.connect(database_url, options=f"-c search_path={schema}") as conn:
+        path.write_text(report_html(summary(conn)))
+    return path
