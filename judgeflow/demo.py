@@ -34,6 +34,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from judgeflow import workload
+from judgeflow.dashboard import report_html
+from judgeflow.dashboard import summary as dashboard_summary
 from judgeflow.services.local import local_services
 from projections.analytics import kappa_by_judge
 from projections.migrate import migrate
@@ -315,6 +317,10 @@ def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float =
             with psycopg.connect(services.database_url, autocommit=True,
                                  options=f"-c search_path={schema}") as conn:  # fmt: skip
                 _summary(console, conn, counts, pub)
+                report = Path(os.environ.get("JUDGEFLOW_STATE_DIR", ".judgeflow")) / "demo-report.html"
+                report.parent.mkdir(parents=True, exist_ok=True)
+                report.write_text(report_html(dashboard_summary(conn)))
+                print(f"HTML report: {report.resolve()}", flush=True)  # one line, never wrapped
             _stop(processes)
     except KeyboardInterrupt:
         console.print("interrupted: stopping the worker, the projector and the services")

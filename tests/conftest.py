@@ -28,6 +28,7 @@ def docker_answers() -> bool:
 
 STARTUP: dict[str, str] = {}
 MEASURED: dict[str, str] = {}
+ARTIFACTS: dict[str, str] = {}
 """Figures tests measured, printed in the terminal summary (never asserted on)."""
 
 
@@ -41,6 +42,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"[services] {line}")
     for name, line in MEASURED.items():
         terminalreporter.write_line(f"[measured] {name}: {line}")
+    for name, path in ARTIFACTS.items():
+        terminalreporter.write_line(f"[artifact] {name}: {path}")
 
 
 @pytest.fixture(scope="session")

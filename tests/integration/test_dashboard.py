@@ -14,6 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.conftest import ARTIFACTS as ARTIFACT_PATHS
 from tests.support import REPO
 
 pytestmark = pytest.mark.integration
@@ -86,7 +87,7 @@ def test_dashboard_loads_with_non_empty_charts_in_headless_chromium(database_url
             judges = page.locator("#judges tbody tr").count()
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
-        print(f"\n[artifact] dashboard screenshot: {shot}")
+        ARTIFACT_PATHS["dashboard screenshot"] = str(shot)
         assert bars >= 2 and traces >= 5 and judges >= 2
         # Read-only: nothing but GET is routed.
         import urllib.error
