@@ -67,7 +67,12 @@ def services_up() -> None:
 
 @services.command("down")
 def services_down() -> None:
-    """Stop the services `services up` started and delete their data."""
+    """Stop the services `services up` started and delete their data.
+
+    \b
+    Example:
+      judgeflow services down
+    """
     from judgeflow.services import local
 
     click.echo("stopped" if local.down() else "no services were running")
@@ -75,7 +80,12 @@ def services_down() -> None:
 
 @services.command("status")
 def services_status() -> None:
-    """Show whether the local services are running."""
+    """Show whether the local services are running (exit 1 if not).
+
+    \b
+    Example:
+      judgeflow services status
+    """
     from judgeflow.services import local
 
     running = local.status()
@@ -414,7 +424,12 @@ def tail(ctx: click.Context, topic: str, follow: bool, as_json: bool, limit: int
 @main.command()
 @click.pass_context
 def topology(ctx: click.Context) -> None:
-    """Print which agent reads which topic, keeps which table and writes which topic."""
+    """Print which agent reads which topic, keeps which table and writes which topic.
+
+    \b
+    Example:
+      JUDGEFLOW_TOPIC_PREFIX=acme. judgeflow topology
+    """
     from streams.app import describe
     from streams.topics import TopicNames
 
@@ -444,7 +459,7 @@ def demo(runs: int, claims: int, seed: int, timeout: float) -> None:
 
 @main.group()
 def schema() -> None:
-    """Contract tools."""
+    """Contract tools (JSON Schema export)."""
 
 
 @schema.command("export")
