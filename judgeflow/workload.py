@@ -12,6 +12,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from schemas.versions import ADDED_IN_2_0, TELEMETRY_ADDED_IN_2_1
+
 NAMESPACE = uuid.UUID("6f1c2a4e-9d4b-5c1e-8a77-0b7e5d3c2a10")
 JUDGE_MODELS = ("claude-opus-4-6", "gpt-4o", "gemini-1.5-pro")
 EPOCH = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
@@ -193,19 +195,7 @@ def judge_output(
 
 def as_version_1_0(doc: dict[str, Any]) -> dict[str, Any]:
     """The same output as a 1.0 producer would have sent it."""
-    old = {
-        k: v
-        for k, v in doc.items()
-        if k
-        not in (
-            "telemetry_summary",
-            "integrity_adjustments",
-            "integrity_adjusted_score",
-            "status",
-            "failure_reason",
-            "completed_lane_keys",
-        )
-    }
+    old = {k: v for k, v in doc.items() if k not in ADDED_IN_2_0}
     old["schema_version"] = "1.0"
     return old
 
@@ -213,9 +203,7 @@ def as_version_1_0(doc: dict[str, Any]) -> dict[str, Any]:
 def as_version_2_0(doc: dict[str, Any]) -> dict[str, Any]:
     """The same output as a 2.0 producer would have sent it."""
     old = dict(doc)
-    old["telemetry_summary"] = {
-        k: v for k, v in doc["telemetry_summary"].items() if k not in ("error_count", "telemetry_unavailable_reason")
-    }
+    old["telemetry_summary"] = {k: v for k, v in doc["telemetry_summary"].items() if k not in TELEMETRY_ADDED_IN_2_1}
     old["schema_version"] = "2.0"
     return old
 

@@ -7,7 +7,7 @@ dead-letter consumer can count and filter on without parsing prose.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -24,15 +24,8 @@ class ErrorDetail:
 
 
 @dataclass(frozen=True)
-class ContractWarning:
+class ContractWarning(ErrorDetail):
     """A finding that never rejects an event (stored and shown, never dropped)."""
-
-    code: str
-    loc: tuple[str | int, ...] = ()
-    message: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "loc": ".".join(str(p) for p in self.loc), "message": self.message}
 
 
 class ContractError(ValueError):
@@ -62,13 +55,3 @@ class ContractError(ValueError):
 
     def to_dict(self) -> dict[str, Any]:
         return {"codes": self.codes, "errors": [e.to_dict() for e in self.errors]}
-
-
-@dataclass
-class Findings:
-    """Accumulates warnings while a parser runs (internal helper)."""
-
-    warnings: list[ContractWarning] = field(default_factory=list)
-
-    def warn(self, code: str, loc: tuple[str | int, ...], message: str) -> None:
-        self.warnings.append(ContractWarning(code=code, loc=loc, message=message))

@@ -24,6 +24,7 @@ from schemas.events import (
 )
 from schemas.judge_output import JudgeOutput
 from schemas.rubric import RubricVersion
+from schemas.versions import ADDED_IN_2_0, TELEMETRY_ADDED_IN_2_1
 
 REFINEMENTS = (
     "Also enforced by judgeflow (not expressible here): confidence 'low' needs "
@@ -64,11 +65,11 @@ def judge_output_schemas() -> dict[str, dict[str, Any]]:
     current["description"] = "Judge output contract 2.1 (seed 000). " + REFINEMENTS
     v20 = copy.deepcopy(current)
     v20["properties"]["schema_version"]["const"] = "2.0"
-    _drop(v20["$defs"]["TelemetrySummary"], _TELEMETRY_NOT_IN_2_0)
+    _drop(v20["$defs"]["TelemetrySummary"], TELEMETRY_ADDED_IN_2_1)
     v20["description"] = "Judge output contract 2.0: telemetry without error_count and reason."
     v10 = copy.deepcopy(current)
     v10["properties"]["schema_version"]["const"] = "1.0"
-    _drop(v10, _NOT_IN_1_0)
+    _drop(v10, ADDED_IN_2_0)
     v10["description"] = "Judge output contract 1.0: no telemetry, adjustments, status or lanes list."
     return {"2.1": current, "2.0": v20, "1.0": v10}
 

@@ -25,6 +25,9 @@ from schemas.errors import ContractError
 Doc = dict[str, Any]
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
 
+ADDED_IN_2_0 = ("telemetry_summary", "integrity_adjustments", "integrity_adjusted_score", "status",
+                "failure_reason", "completed_lane_keys")  # fmt: skip
+TELEMETRY_ADDED_IN_2_1 = ("error_count", "telemetry_unavailable_reason")
 TELEMETRY_BEFORE_2_0 = "telemetry not recorded: schema 1.0 predates telemetry"
 TELEMETRY_NOT_REPORTED_2_0 = "telemetry not reported by a schema 2.0 producer"
 _METRICS = ("tool_call_count", "step_count", "error_rate", "total_tokens_used", "wall_time_seconds")
