@@ -45,6 +45,7 @@ class ProjectorStats:
     records: int = 0
     rows: int = 0
     conflicts: int = 0
+    reconnects: int = 0
     seconds_writing: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
@@ -75,6 +76,7 @@ class Projector:
         self.believed: dict[tuple[str, int], int | None] = {}
         self.stats = ProjectorStats()
         self._stop = asyncio.Event()
+        self._conn: psycopg.Connection | None = None
         self._fault_at = int(os.environ.get(FAULT_KILL_IN_BATCH, "0") or 0)
         self.max_records = int(os.environ.get("JUDGEFLOW_PROJECTOR_BATCH", max_records))
 
@@ -85,10 +87,32 @@ class Projector:
         # No server-side prepared statements: a prepared plan keeps pointing at the
         # old tables after a rebuild renames schemas; a fresh parse follows the name.
         return psycopg.connect(self.database_url, options=f"-c search_path={self.schema}", autocommit=True,
-                               prepare_threshold=None)  # fmt: skip
+                               prepare_threshold=None, connect_timeout=5)  # fmt: skip
 
-    async def _seek_to_stored(self, consumer: Any, conn: psycopg.Connection, tps: Iterable[Any]) -> None:
-        stored = stored_offsets(conn, self.consumer_name)
+    async def _connection(self) -> psycopg.Connection:
+        """The open connection, or a new one: retried with capped backoff while
+        Postgres is unreachable (the consumer simply waits meanwhile)."""
+        delay = 0.2
+        while self._conn is None or self._conn.closed:
+            try:
+                self._conn = await asyncio.to_thread(self._connect)
+                if delay > 0.2:
+                    log.info("reconnected to Postgres")
+            except psycopg.OperationalError as exc:
+                self.stats.reconnects += 1
+                log.warning("Postgres unreachable (%s); retrying in %.1fs", str(exc).strip().splitlines()[0], delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        return self._conn
+
+    async def _seek_to_stored(self, consumer: Any, tps: Iterable[Any]) -> None:
+        while True:
+            conn = await self._connection()
+            try:
+                stored = await asyncio.to_thread(stored_offsets, conn, self.consumer_name)
+                break
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                conn.close()
         for tp in tps:
             nxt = stored.get((tp.topic, tp.partition))
             self.believed[(tp.topic, tp.partition)] = nxt
@@ -101,7 +125,7 @@ class Projector:
         """Project until stopped, or (rebuild) until every partition reaches `until_end`."""
         from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
-        conn = await asyncio.to_thread(self._connect)
+        await self._connection()
         projector = self
 
         class Listener(ConsumerRebalanceListener):
@@ -109,7 +133,7 @@ class Projector:
                 return None
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
-                await projector._seek_to_stored(consumer, conn, assigned)
+                await projector._seek_to_stored(consumer, assigned)
 
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=None if until_end is not None else self.group_id,
@@ -121,7 +145,7 @@ class Projector:
             if until_end is not None:
                 tps = [TopicPartition(t, p) for t, p in until_end]
                 consumer.assign(tps)
-                await self._seek_to_stored(consumer, conn, tps)
+                await self._seek_to_stored(consumer, tps)
             else:
                 consumer.subscribe(self.topics, listener=Listener())
             while not self._stop.is_set():
@@ -133,16 +157,17 @@ class Projector:
                     for part in batch.values() for r in part
                 ]  # fmt: skip
                 if records:
-                    await self._write(consumer, conn, records)
+                    await self._write(consumer, records)
         finally:
             await consumer.stop()
-            conn.close()
+            if self._conn is not None:
+                self._conn.close()
         return self.stats
 
     def _reached(self, until_end: dict[tuple[str, int], int]) -> bool:
         return all((self.believed.get(tp) or 0) >= end for tp, end in until_end.items())
 
-    async def _write(self, consumer: Any, conn: psycopg.Connection, records: list[Record]) -> None:
+    async def _write(self, consumer: Any, records: list[Record]) -> None:
         from aiokafka import TopicPartition
 
         rows = Rows()
@@ -155,9 +180,23 @@ class Projector:
         self.stats.batches += 1
         fault = self._fault_at and self.stats.batches == self._fault_at
         t0 = time.perf_counter()
+        conn = await self._connection()
         try:
             await asyncio.to_thread(write_batch, conn, self.consumer_name, rows, offsets,
                                     (lambda: os.kill(os.getpid(), signal.SIGKILL)) if fault else None)  # fmt: skip
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # The batch did not commit (or its commit was not acknowledged): rewind
+            # to what is stored and write it again once Postgres answers.
+            log.warning("Postgres write failed (%s); will retry the batch", str(exc).strip().splitlines()[0])
+            conn.close()
+            for tp_key in offsets:
+                tp = TopicPartition(*tp_key)
+                believed = self.believed.get(tp_key)
+                if believed is None:
+                    await consumer.seek_to_beginning(tp)
+                else:
+                    consumer.seek(tp, believed)
+            return
         except OffsetConflict as conflict:
             self.stats.conflicts += 1
             log.warning("offsets moved under this projector; re-seeking: %s", conflict)

@@ -64,6 +64,10 @@ def decode_object(
             raise ContractError.single("PAYLOAD_TOO_LARGE", f"payload exceeds the {max_bytes}-byte limit")
     else:
         raise ContractError.single("NOT_AN_OBJECT", f"expected bytes, str or dict, got {type(data).__name__}")
+    if "\\u0000" in text:
+        # U+0000 cannot be stored in a Postgres text column; refuse it at the edge
+        # rather than let one event wedge the projector.
+        raise ContractError.single("NUL_CHARACTER", "strings must not contain U+0000")
     try:
         value = _DECODER.decode(text)
     except _Duplicate as dup:

@@ -16,6 +16,7 @@ from schemas.decoding import decode_object
         (b'{"a": {"b": 1, "b": 1}}', "DUPLICATE_KEY"),
         (b'{"x": NaN}', "NON_FINITE_NUMBER"),
         (b'{"x": -Infinity}', "NON_FINITE_NUMBER"),
+        (b'{"x": "a\\u0000b"}', "NUL_CHARACTER"),
         (b"[1, 2]", "NOT_AN_OBJECT"),
         (b'"a string"', "NOT_AN_OBJECT"),
         (b"null", "NOT_AN_OBJECT"),
