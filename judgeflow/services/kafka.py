@@ -17,7 +17,6 @@ import hashlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,7 @@ import uuid
 from pathlib import Path
 
 from judgeflow.services.ports import free_port
+from judgeflow.services.process import ServiceProcess
 
 POM = Path(__file__).with_name("kafka-pom.xml")
 LOG4J2 = """\
@@ -100,7 +100,7 @@ def java() -> str:
     return exe
 
 
-class KafkaBroker:
+class KafkaBroker(ServiceProcess):
     """One KRaft node acting as broker and controller.
 
     `properties` adds or overrides node settings (e.g. message.max.bytes)."""
@@ -120,15 +120,12 @@ class KafkaBroker:
         self.properties = properties or {}
         self.heap = heap
         self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = self.workdir / "kafka.log"
         self.startup_seconds: float | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "kafka.log"
 
     def _node_properties(self) -> str:
         props = {
@@ -212,26 +209,6 @@ class KafkaBroker:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Kafka not ready at {self.bootstrap}:\n{self.log_tail()}")
             time.sleep(0.2)
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def kill(self) -> None:
-        """SIGKILL, for fault injection."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
     def restart(self, timeout: float = 90.0) -> None:
         self.stop()

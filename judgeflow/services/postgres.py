@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 from judgeflow.services.ports import free_port
+from judgeflow.services.process import ServiceProcess
 
 PG_USER_FOR_ROOT = "embedded_postgres"
 
@@ -50,11 +51,14 @@ def _run_as() -> str | None:
     return PG_USER_FOR_ROOT
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(ServiceProcess):
+    stop_signal = signal.SIGINT  # postgres "fast" shutdown
+
     def __init__(self, workdir: Path, *, port: int | None = None):
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = self.workdir / "postgres.log"
         self.startup_seconds: float | None = None
         self.user = _run_as()
 
@@ -65,10 +69,6 @@ class EmbeddedPostgres:
     @property
     def data_dir(self) -> Path:
         return self.workdir / "pgdata"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "postgres.log"
 
     def _own(self) -> None:
         if self.user is None:
@@ -128,22 +128,3 @@ class EmbeddedPostgres:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"postgres not ready on {self.port}:\n{self.log_tail()}") from None
                 time.sleep(0.05)
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def kill(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # "fast" shutdown
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
