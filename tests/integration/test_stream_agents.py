@@ -64,9 +64,13 @@ def test_missing_judge_times_out_into_a_failed_stub(kafka_bootstrap: str, tmp_pa
     produce(kafka_bootstrap, [rubric_record(names, rid), run_record(names, run_id, rid, timeout=3.0),
                               *output_records(names, run_id, rid, workload.JUDGE_MODELS[:2])])  # fmt: skip
     with Worker(kafka_bootstrap, prefix, tmp_path, **FAST) as worker:
-        got = consume_until(kafka_bootstrap, [names.reconciled, names.judge_outputs, names.done,
-                                              names.human_review],
-                            lambda rs: run_id in finals(rs, names), timeout=90, worker=worker)  # fmt: skip
+        routes = (names.done, names.human_review)
+
+        def settled(rs: list[Any]) -> bool:  # the final revision and the run's routing decision
+            return run_id in finals(rs, names) and any(r.topic in routes for r in rs)
+
+        got = consume_until(kafka_bootstrap, [names.reconciled, names.judge_outputs, *routes], settled, timeout=90,
+                            worker=worker)  # fmt: skip
         assert worker.alive(), worker.log()
     final = finals(got, names)[run_id]
     assert final.final_reason == "timeout"
