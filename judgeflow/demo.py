@@ -206,7 +206,9 @@ def _accounted(c: dict[str, int], pub: Published, claims: int) -> bool:
         c["outputs"] + c["invalid_outputs"] == pub.outputs
         and c["checks"] + c["invalid_checks"] == pub.checks
         and c["runs"] == pub.runs and c["reviews"] == pub.reviews
-        and c["raw"] == pub.records + c["stubs"] and c["stubs"] == pub.missing_judges
+        # A judge that never answers gets a stub; on a loaded machine a slow one may too
+        # (wall-clock timeouts), and its late output is still projected.
+        and c["raw"] == pub.records + c["stubs"] and c["stubs"] >= pub.missing_judges
         and c["finals"] == pub.runs and c["claims_routed"] == claims
     )  # fmt: skip
 
@@ -270,7 +272,7 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 
 def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float = 300.0,
-             judge_timeout: float = 5.0) -> int:  # fmt: skip
+             judge_timeout: float = 15.0) -> int:  # fmt: skip
     console = Console()
     t0 = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="judgeflow-demo-"))
