@@ -147,7 +147,7 @@ def test_redelivery_after_sigkill_changes_no_decision_id(kafka_bootstrap: str, t
             kafka_bootstrap,
             routes,
             lambda rs: len({json.loads(r.value)["claim_id"] for r in rs}) >= n,
-            timeout=120,
+            timeout=300,
             worker=again,
         )
         assert again.alive(), again.log()
