@@ -127,7 +127,12 @@ def worker(ctx: click.Context, loglevel: str) -> None:
     except Exception as exc:
         raise click.ClickException(f"cannot reach Kafka at {settings.kafka_bootstrap_servers}: {exc}") from None
     app = build_app(settings)
-    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    runner = faust.Worker(app, loglevel=loglevel, quiet=True)
+    # Faust's terminal spinner (on at loglevel warn and above) sets the root
+    # logger to DEBUG so that every debug record spins it: each send then
+    # builds two LogRecords. Without it the loglevel means what it says.
+    runner.spinner = None
+    runner.execute_from_commandline()
 
 
 def _database_url(settings: Settings) -> str:

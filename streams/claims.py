@@ -38,6 +38,12 @@ class ClaimState(BaseModel):
         return any(c.judge_id == judge_id for c in (*self.checks, *self.held))
 
 
+def _copy(state: ClaimState) -> ClaimState:
+    """A copy safe to change: new containers, shared (frozen) checks; cheaper than a deep copy."""
+    return state.model_copy(update={"checks": list(state.checks), "held": list(state.held),
+                                    "outbox": dict(state.outbox)})  # fmt: skip
+
+
 def check_id(check: ClaimCheck) -> str:
     return f"{check.claim_id}/{check.judge_id}"
 
@@ -48,7 +54,7 @@ def on_check(
     """One judge's verdict; a redelivery (same claim_id and judge_id) re-sends, never re-decides."""
     if state.knows(check.judge_id):
         return state, [from_dict(r) for r in state.outbox.get(check.judge_id, [])]
-    state = state.model_copy(deep=True)
+    state = _copy(state)
     state.held.append(check)
     out = _advance(state, rubrics, now)
     state.outbox[check.judge_id] = [to_dict(r) for r in out]
@@ -56,7 +62,7 @@ def on_check(
 
 
 def on_resume(state: ClaimState, rubrics: RubricLookup, now: datetime) -> tuple[ClaimState, list[Outgoing]]:
-    state = state.model_copy(deep=True)
+    state = _copy(state)
     out = _advance(state, rubrics, now)
     if out:
         state.outbox[f"resume-{len(state.checks)}"] = [to_dict(r) for r in out]

@@ -70,6 +70,14 @@ class RunState(BaseModel):
         )
 
 
+def _copy(state: RunState) -> RunState:
+    """A copy safe to change: the containers are new, their items (frozen
+    contract models, outbox entries that are never edited) are shared.
+    A deep copy cost more than the rest of the transition."""
+    return state.model_copy(update={"held": list(state.held), "accepted": list(state.accepted),
+                                    "outbox": dict(state.outbox)})  # fmt: skip
+
+
 def _iso(ts: datetime) -> str:
     return ts.isoformat().replace("+00:00", "Z")
 
@@ -96,7 +104,7 @@ def on_output(
     """A validated judge output arrived. Duplicates (same judge_run_id) change nothing."""
     if state.knows(output.judge_run_id):
         return state, resend(state, output.judge_run_id)
-    state = state.model_copy(deep=True)
+    state = _copy(state)
     state.held.append(HeldOutput(output=output, source=source))
     out = _advance(state, rubrics, now)
     state.outbox[output.judge_run_id] = [to_dict(r) for r in out]
@@ -108,7 +116,7 @@ def on_run(
 ) -> tuple[RunState, list[Outgoing]]:
     if state.run is not None:
         return state, resend(state, "run")
-    state = state.model_copy(deep=True)
+    state = _copy(state)
     state.run = run
     state.run_seen_at = _iso(now)
     out = _advance(state, rubrics, now)
@@ -118,7 +126,7 @@ def on_run(
 
 def on_resume(state: RunState, rubrics: RubricLookup, now: datetime) -> tuple[RunState, list[Outgoing]]:
     """The timer saw the run's rubric arrive: release what was held."""
-    state = state.model_copy(deep=True)
+    state = _copy(state)
     out = _advance(state, rubrics, now)
     if out:
         state.outbox[f"resume-{state.revision}"] = [to_dict(r) for r in out]
