@@ -88,6 +88,39 @@ INSERTS: dict[str, str] = {
 }
 ORDER = list(INSERTS)  # parents before children
 
+COPY_MIN_ROWS = 20
+"""From this many rows on, an idempotent insert goes through COPY into a
+temporary staging table and one INSERT ... SELECT: the server then parses and
+plans one statement per table and batch instead of one per row (it cannot
+reuse plans: the projector keeps no prepared statements, see `Projector`)."""
+
+
+def _columns(insert: str) -> tuple[str, str]:
+    head = insert.split("VALUES", 1)[0]
+    table = head.split("INSERT INTO", 1)[1].split("(", 1)[0].strip()
+    return table, head.split("(", 1)[1].rsplit(")", 1)[0]
+
+
+STAGED: dict[str, tuple[str, str]] = {
+    name: _columns(sql) for name, sql in INSERTS.items() if sql.rstrip().endswith("ON CONFLICT DO NOTHING")
+}
+"""Tables whose insert only ever skips conflicts: (target table, column list)."""
+
+
+def _insert(cur: psycopg.Cursor, name: str, batch: list[tuple[object, ...]]) -> None:
+    staged = STAGED.get(name)
+    if staged is None or len(batch) < COPY_MIN_ROWS:
+        cur.executemany(INSERTS[name], batch)
+        return
+    table, cols = staged
+    stage = f"stage_{table}"
+    cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+    with cur.copy(f"COPY {stage} ({cols}) FROM STDIN") as copy:
+        for row in batch:
+            copy.write_row(row)
+    cur.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {stage} ON CONFLICT DO NOTHING")
+
+
 REFRESH_CHECKS = """
 WITH ids AS (SELECT DISTINCT unnest(%s::text[]) AS claim_id),
 first AS (
@@ -185,7 +218,7 @@ def write_batch(conn: psycopg.Connection, consumer: str, rows: Rows, offsets: Of
             for table in ORDER:
                 batch = rows.tables.get(table)
                 if batch:
-                    cur.executemany(INSERTS[table], batch)
+                    _insert(cur, table, batch)
             if rows.claims:
                 cur.execute(REFRESH_CHECKS, [sorted(rows.claims)])
             if rows.runs:
