@@ -462,6 +462,38 @@ def demo(runs: int, claims: int, seed: int, timeout: float) -> None:
     sys.exit(run_demo(runs=runs, claims=claims, seed=seed, timeout=timeout))
 
 
+@main.command()
+@click.option("--quick", is_flag=True, help="reduced workload (under 3 minutes), same keys")
+@click.option("--runs", type=int, default=None, help="evaluation runs in the pipeline (3 judges each)")
+@click.option("--claims", type=int, default=None, help="claim checks in the pipeline")
+@click.option("--ceiling-events", type=int, default=None, help="judge outputs through the aiokafka ceiling")
+@click.option("--step-events", type=int, default=None, help="claim checks for judgeflow vs peer and 1 vs 2 workers")
+@click.option("--memory-small", type=int, default=None, help="claims before the first RSS reading")
+@click.option("--memory-large", type=int, default=None, help="claims before the second RSS reading")
+@click.option("--projection-outputs", type=int, default=None, help="judge outputs for batched vs per-row")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSON file (default bench/results/<date>.json)")  # fmt: skip
+def bench(quick: bool, out: Path | None, **overrides: int | None) -> None:
+    """Measure throughput, latency, memory and scaling against a ceiling and a peer.
+
+    Starts its own Kafka and Postgres unless KAFKA_BOOTSTRAP_SERVERS /
+    DATABASE_URL are set. Needs the `bench` extra (Quix Streams) for the peer.
+
+    \b
+    Examples:
+      judgeflow bench --quick
+      judgeflow bench --runs 1000 --claims 10000
+    """
+    import dataclasses
+
+    from bench.runner import Sizes
+    from bench.runner import main as run_bench
+
+    sizes = Sizes.quick() if quick else Sizes()
+    sizes = dataclasses.replace(sizes, **{k: v for k, v in overrides.items() if v is not None})
+    run_bench(sizes, out)
+
+
 @main.group()
 def schema() -> None:
     """Contract tools (JSON Schema export)."""

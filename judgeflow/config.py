@@ -67,6 +67,7 @@ class Settings:
     web_enabled: bool = False
     timer_interval_seconds: float = 1.0
     max_payload_bytes: int = 1_000_000
+    session_timeout_seconds: float = 60.0
     kafka_security: KafkaSecurity = KafkaSecurity()
 
     @property
@@ -91,6 +92,7 @@ ENV = {
     "JUDGEFLOW_WEB_ENABLED": "web_enabled",
     "JUDGEFLOW_TIMER_INTERVAL": "timer_interval_seconds",
     "JUDGEFLOW_MAX_PAYLOAD_BYTES": "max_payload_bytes",
+    "JUDGEFLOW_SESSION_TIMEOUT": "session_timeout_seconds",
 }
 SECURITY_ENV = {
     "KAFKA_SECURITY_PROTOCOL": "security_protocol",

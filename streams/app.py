@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +36,9 @@ from streams.rubric_cache import RubricCache
 from streams.topics import TopicNames
 
 log = logging.getLogger("judgeflow.streams")
+FULL_SCAN_SECONDS = 60.0
+ROCKSDB_OPTIONS = {"write_buffer_size": 8 << 20, "max_write_buffer_number": 2, "block_cache_size": 32 << 20,
+                   "block_cache_compressed_size": 8 << 20}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,9 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
         web_host=settings.web_host,
         web_port=settings.web_port,
         consumer_auto_offset_reset="earliest",
+        # How long the group waits for a silent (crashed) worker before its
+        # partitions move to the others.
+        broker_session_timeout=settings.session_timeout_seconds,
     )
     topics = {
         role: app.topic(
@@ -139,8 +146,12 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
         for role, name in names.all().items()
     }
     # Keys are str (raw UTF-8 in the changelog), values JSON documents of the state models.
-    run_table = app.Table("run_state", default=None, partitions=settings.partitions, key_type=str)
-    claim_table = app.Table("claim_state", default=None, partitions=settings.partitions, key_type=str)
+    # Faust's RocksDB defaults allow 3 x 64 MiB write buffers and a 2 GiB block
+    # cache per table, so a worker's RSS grew with every key it saw; these bound it.
+    rocksdb = ROCKSDB_OPTIONS if settings.store.startswith("rocksdb") else None
+    run_table = app.Table("run_state", default=None, partitions=settings.partitions, key_type=str, options=rocksdb)
+    claim_table = app.Table("claim_state", default=None, partitions=settings.partitions, key_type=str,
+                            options=rocksdb)  # fmt: skip
     cache = RubricCache(settings.kafka_bootstrap_servers, names.rubrics,
                         **settings.kafka_security.aiokafka_kwargs())  # fmt: skip
 
@@ -228,6 +239,7 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
         else:
             state, out = runs.on_resume(state, cache.get, now)
         run_table[key] = state.model_dump(mode="json")
+        (open_runs.discard if state.final else open_runs.add)(key)
         return out
 
     def route_claims(msg: Any, raw: bytes, src: SourceRef) -> list[Outgoing]:
@@ -243,6 +255,7 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
         else:
             state, out = claims.on_resume(state, cache.get, now)
         claim_table[key] = state.model_dump(mode="json")
+        (waiting_claims.add if state.waiting_for == "rubric" else waiting_claims.discard)(key)
         return out
 
     agent(AGENTS[0], validate_judge_outputs, "judge_output")
@@ -261,12 +274,33 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
     stubs_sent: set[str] = set()
     resumes_sent: set[tuple[str, int]] = set()
     stale_reported: set[str] = set()
+    # The timers visit only keys that can need them: runs not final, claims held
+    # for a rubric. The agents keep these indexes up to date; a full table scan
+    # refills them when this worker's partitions change (recovered state) and
+    # once a minute. Scanning every key on every tick cost O(keys) per second,
+    # which with RocksDB slowed the whole worker down fivefold.
+    open_runs: set[str] = set()
+    waiting_claims: set[str] = set()
+    scans: dict[str, tuple[frozenset[int], float]] = {}
+
+    def rescan(name: str, table: Any, mine: set[int], index: set[str], keep: Callable[[dict], bool]) -> None:
+        last = scans.get(name)
+        now = time.monotonic()
+        if last is not None and last[0] == frozenset(mine) and now - last[1] < FULL_SCAN_SECONDS:
+            return
+        scans[name] = (frozenset(mine), now)
+        index.update(key for key, doc in list(table.items()) if doc and keep(doc))
 
     async def sweep_runs() -> None:
         now = _now()
         mine = owned(names.judge_outputs_valid)
-        for key, doc in list(run_table.items()):
-            if not doc or doc.get("final") or doc.get("partition") not in mine:
+        rescan("runs", run_table, mine, open_runs, lambda doc: not doc.get("final"))
+        for key in list(open_runs):
+            doc = run_table.get(key)
+            if not doc or doc.get("final"):
+                open_runs.discard(key)
+                continue
+            if doc.get("partition") not in mine:
                 continue
             rubric_arrived = doc.get("waiting_for") == "rubric" and cache.get(doc.get("rubric_version_id") or "")
             if rubric_arrived and (key, cache.version) not in resumes_sent:
@@ -291,8 +325,13 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
 
     async def sweep_claims() -> None:
         mine = owned(names.checks_valid)
-        for key, doc in list(claim_table.items()):
-            if not doc or doc.get("waiting_for") != "rubric" or doc.get("partition") not in mine:
+        rescan("claims", claim_table, mine, waiting_claims, lambda doc: doc.get("waiting_for") == "rubric")
+        for key in list(waiting_claims):
+            doc = claim_table.get(key)
+            if not doc or doc.get("waiting_for") != "rubric":
+                waiting_claims.discard(key)
+                continue
+            if doc.get("partition") not in mine:
                 continue
             if cache.get(doc.get("rubric_version_id") or "") and (key, cache.version) not in resumes_sent:
                 resumes_sent.add((key, cache.version))

@@ -1,0 +1,214 @@
+"""`judgeflow bench`: every measurement in one invocation, on one broker and one database.
+
+Ratios (pipeline / ceiling, judgeflow / peer, batched / per-row, 2 workers /
+1 worker) are taken within the same run because these machines are noisy.
+Prints one table and writes `bench/results/<date>.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bench import ceiling, contract, harness, pipeline, projection, stateless
+from streams.topics import TopicNames
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    runs: int = 300
+    claims: int = 3000
+    ceiling_events: int = 20_000
+    step_events: int = 6000
+    memory_small: int = 20_000
+    memory_large: int = 200_000
+    projection_outputs: int = 600
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(runs=100, claims=1000, ceiling_events=5000, step_events=3000, memory_small=5000,
+                   memory_large=20_000, projection_outputs=200)  # fmt: skip
+
+
+TARGETS = {
+    "pipeline_vs_ceiling": ">= 0.5",
+    "judgeflow_vs_peer": ">= 1.0",
+    "batched_vs_per_row": ">= 10",
+    "pipeline_p99_ms_half_load": "< 500",
+    "rss_growth": "< 0.10",
+}
+
+
+def _met(name: str, value: float) -> bool:
+    op, bound = TARGETS[name].split()
+    return value >= float(bound) if op == ">=" else value < float(bound)
+
+
+async def _ceiling(bootstrap: str, events: int, seed: int) -> float:
+    """The pipeline's own judge-output shape, repeated to `events` records."""
+    prefix = harness.new_prefix("ceil")
+    names = TopicNames.with_prefix(prefix)
+    target = prefix + "ceiling.out"
+    await harness.create_plain(bootstrap, [names.judge_outputs, target])
+    wl = pipeline.build_workload(names, max(1, events // 300), 0, seed)
+    outputs = [r for r in wl.records if r[0] == names.judge_outputs]
+    records = [outputs[i % len(outputs)] for i in range(events)]
+    await harness.send_all(bootstrap, records)
+    return await ceiling.passthrough(bootstrap, names.judge_outputs, target, events)
+
+
+def run(sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11) -> dict[str, Any]:
+    from judgeflow.services.local import local_services
+
+    started = time.monotonic()
+    with local_services(workdir / "services") as services:
+        bootstrap, database_url = services.kafka_bootstrap_servers, services.database_url
+
+        def step(label: str) -> None:
+            console.print(f"[dim]{time.monotonic() - started:6.1f}s[/dim] {label}")
+
+        step("contract cost")
+        costs = contract.measure(budget_s=0.5 if sizes == Sizes.quick() else 1.5)
+        step(f"ceiling: aiokafka passthrough of {sizes.ceiling_events} judge outputs")
+        ceiling_eps = asyncio.run(_ceiling(bootstrap, sizes.ceiling_events, seed))
+        step(f"peer (Quix Streams) on {sizes.step_events} claim checks")
+        peer = asyncio.run(stateless.measure_step(bootstrap, workdir, engine="peer", events=sizes.step_events))
+        step(f"judgeflow worker on the same {sizes.step_events} claim checks, 1 worker")
+        one = asyncio.run(stateless.measure_step(bootstrap, workdir, engine="judgeflow", events=sizes.step_events))
+        step("the same with 2 workers")
+        two = asyncio.run(stateless.measure_step(bootstrap, workdir, engine="judgeflow", events=sizes.step_events,
+                                                 workers=2))  # fmt: skip
+        step(f"pipeline at full load: {sizes.runs} runs x 3 judges + {sizes.claims} claims")
+        full = asyncio.run(pipeline.run_pipeline(bootstrap, database_url, workdir, runs=sizes.runs,
+                                                 claims=sizes.claims, seed=seed))  # fmt: skip
+        half_rate = full.events_per_s / 2
+        step(f"pipeline at half that rate ({half_rate:.0f} events/s)")
+        half = asyncio.run(pipeline.run_pipeline(bootstrap, database_url, workdir, runs=sizes.runs,
+                                                 claims=sizes.claims, rate=half_rate, seed=seed + 1))  # fmt: skip
+        step(f"projection: {sizes.projection_outputs} judge outputs, batched and one insert per row")
+        proj = projection.measure(database_url, sizes.projection_outputs)
+        step(f"worker memory after {sizes.memory_small} and {sizes.memory_large} claim checks")
+        mem = asyncio.run(stateless.measure_memory(bootstrap, workdir, small=sizes.memory_small,
+                                                   large=sizes.memory_large))  # fmt: skip
+    typical = next(c for c in costs if c.size == "typical")
+    result: dict[str, Any] = {
+        "ceiling_events_per_s": ceiling_eps,
+        "peer_events_per_s": peer.events_per_s,
+        "judgeflow_step_events_per_s": one.events_per_s,
+        "judgeflow_step_2_workers_events_per_s": two.events_per_s,
+        "pipeline_events_per_s": full.events_per_s,
+        "pipeline_p50_ms": full.p50_ms,
+        "pipeline_p95_ms": full.p95_ms,
+        "pipeline_p99_ms": full.p99_ms,
+        "pipeline_half_load_events_per_s": half.events_per_s,
+        "pipeline_p50_ms_half_load": half.p50_ms,
+        "pipeline_p95_ms_half_load": half.p95_ms,
+        "pipeline_p99_ms_half_load": half.p99_ms,
+        "pipeline_worker_cpu_s": full.worker_cpu_s,
+        "pipeline_projector_cpu_s": full.projector_cpu_s,
+        "pipeline_seconds": full.seconds,
+        "contract_us_small": next(c.parse_us for c in costs if c.size == "small"),
+        "contract_us_typical": typical.parse_us,
+        "contract_us_large": next(c.parse_us for c in costs if c.size == "large"),
+        "batched_rows_per_s": proj.batched_rows_per_s,
+        "per_row_rows_per_s": proj.per_row_rows_per_s,
+        "rss_mb_20k": mem.rss_small_mb,
+        "rss_mb_200k": mem.rss_large_mb,
+        "ratios": {
+            "pipeline_vs_ceiling": full.events_per_s / ceiling_eps,
+            "judgeflow_vs_peer": one.events_per_s / peer.events_per_s,
+            "batched_vs_per_row": proj.batched_rows_per_s / proj.per_row_rows_per_s,
+            "two_vs_one_worker": two.events_per_s / one.events_per_s,
+            "rss_growth": mem.rss_large_mb / mem.rss_small_mb - 1,
+        },
+        "by_output_size": [asdict(c) for c in costs],
+        "workload": {
+            **asdict(sizes),
+            "judges_per_run": 3,
+            "pipeline_events": full.events,
+            "latency_samples": full.samples,
+            "memory_store": mem.store,
+            "partitions": harness.PARTITIONS,
+            "seed": seed,
+        },  # fmt: skip
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seconds": time.monotonic() - started,
+    }
+    result["targets"] = {
+        name: {"target": TARGETS[name], "value": value, "met": _met(name, value)}
+        for name, value in {**result["ratios"], "pipeline_p99_ms_half_load": half.p99_ms}.items()
+        if name in TARGETS
+    }
+    return result
+
+
+def table(result: dict[str, Any]) -> Table:
+    r, q = result, result["ratios"]
+    t = Table(title="judgeflow bench", show_lines=False)
+    for col in ("measurement", "value", "ratio", "target"):
+        t.add_column(col, justify="right" if col != "measurement" else "left")
+
+    def tgt(name: str) -> str:
+        entry = r["targets"].get(name)
+        return "" if entry is None else f"{entry['target']} {'met' if entry['met'] else 'MISSED'}"
+
+    t.add_row("ceiling: aiokafka passthrough", f"{r['ceiling_events_per_s']:,.0f} ev/s", "1.00", "")
+    t.add_row("pipeline end to end (worker + projector)", f"{r['pipeline_events_per_s']:,.0f} ev/s",
+              f"{q['pipeline_vs_ceiling']:.3f} of ceiling", tgt("pipeline_vs_ceiling"))  # fmt: skip
+    t.add_row(
+        "  latency p50 / p95 / p99, full load",
+        f"{r['pipeline_p50_ms']:,.0f} / {r['pipeline_p95_ms']:,.0f} / {r['pipeline_p99_ms']:,.0f} ms",
+        "",
+        "",
+    )
+    t.add_row(f"  latency p50 / p95 / p99 at {r['pipeline_half_load_events_per_s']:,.0f} ev/s (half)",
+              f"{r['pipeline_p50_ms_half_load']:,.0f} / {r['pipeline_p95_ms_half_load']:,.0f} / "
+              f"{r['pipeline_p99_ms_half_load']:,.0f} ms", "", tgt("pipeline_p99_ms_half_load"))  # fmt: skip
+    t.add_row("peer: claim step on Quix Streams", f"{r['peer_events_per_s']:,.0f} ev/s", "1.00", "")
+    t.add_row("judgeflow: same claim step, 1 worker", f"{r['judgeflow_step_events_per_s']:,.0f} ev/s",
+              f"{q['judgeflow_vs_peer']:.2f} of peer", tgt("judgeflow_vs_peer"))  # fmt: skip
+    t.add_row("judgeflow: same claim step, 2 workers", f"{r['judgeflow_step_2_workers_events_per_s']:,.0f} ev/s",
+              f"{q['two_vs_one_worker']:.2f} of 1 worker", "")  # fmt: skip
+    for c in r["by_output_size"]:
+        t.add_row(f"contract: parse_judge_output, {c['size']} ({c['bytes']:,} B)",
+                  f"{c['parse_us']:,.0f} us ({c['parse_per_s']:,.0f}/s)",
+                  f"worker {c['worker_us']:,.0f} us, {c['rows']} rows", "")  # fmt: skip
+    t.add_row("projection: batched", f"{r['batched_rows_per_s']:,.0f} rows/s",
+              f"{q['batched_vs_per_row']:.1f}x per-row", tgt("batched_vs_per_row"))  # fmt: skip
+    t.add_row("projection: one insert per row", f"{r['per_row_rows_per_s']:,.0f} rows/s", "1.0x", "")
+    w = r["workload"]
+    t.add_row(f"worker RSS after {w['memory_small']:,} / {w['memory_large']:,} claims ({w['memory_store']})",
+              f"{r['rss_mb_20k']:,.0f} / {r['rss_mb_200k']:,.0f} MiB", f"{q['rss_growth']:+.1%}",
+              tgt("rss_growth"))  # fmt: skip
+    return t
+
+
+def main(sizes: Sizes, out: Path | None = None) -> Path:
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the worker, projector
+    # and broker processes this started are stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    with tempfile.TemporaryDirectory(prefix="judgeflow-bench-") as tmp:
+        result = run(sizes, workdir=Path(tmp), console=console)
+    console.print(table(result))
+    path = out or RESULTS_DIR / f"{datetime.now(UTC).date().isoformat()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    console.print(f"wrote {path} ({result['seconds']:.0f}s)")
+    return path
