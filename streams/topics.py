@@ -35,6 +35,10 @@ INPUT_ROLES = ("rubrics", "runs", "judge_outputs", "checks", "reviews")
 """Source of truth: infinite retention, never rewritten."""
 
 COMPACTED_ROLES = ("rubrics",)
+INPUT_MAX_MESSAGE_BYTES = 8 << 20
+"""Input topics accept records up to 8 MiB, well above judgeflow's 1 MB payload
+limit, so an oversized event reaches the worker and is dead-lettered with
+PAYLOAD_TOO_LARGE instead of being refused by the broker unseen."""
 
 
 async def ensure_topics(
@@ -54,9 +58,11 @@ async def ensure_topics(
         for role, name in names.all().items():
             if name in existing:
                 continue
-            config = {"retention.ms": "-1"} if role in INPUT_ROLES else {}
+            config = (
+                {"retention.ms": "-1", "max.message.bytes": str(INPUT_MAX_MESSAGE_BYTES)} if role in INPUT_ROLES else {}
+            )
             if role in COMPACTED_ROLES:
-                config = {"cleanup.policy": "compact"}
+                config = {"cleanup.policy": "compact", "max.message.bytes": str(INPUT_MAX_MESSAGE_BYTES)}
             wanted.append(NewTopic(name, partitions, replication, topic_configs=config))
         if wanted:
             await admin.create_topics(wanted)

@@ -29,6 +29,7 @@ def docker_answers() -> bool:
 STARTUP: dict[str, str] = {}
 MEASURED: dict[str, str] = {}
 ARTIFACTS: dict[str, str] = {}
+RELIABILITY: dict[str, dict[str, object]] = {}
 """Figures tests measured, printed in the terminal summary (never asserted on)."""
 
 
@@ -42,6 +43,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"[services] {line}")
     for name, line in MEASURED.items():
         terminalreporter.write_line(f"[measured] {name}: {line}")
+    if RELIABILITY:
+        import json
+
+        path = Path(__file__).resolve().parents[1] / "artifacts" / "reliability.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(list(RELIABILITY.values()), indent=2) + "\n")
+        ARTIFACTS["reliability table"] = str(path)
+        for row in RELIABILITY.values():
+            terminalreporter.write_line(f"[reliability] {json.dumps(row)}")
     for name, path in ARTIFACTS.items():
         terminalreporter.write_line(f"[artifact] {name}: {path}")
 

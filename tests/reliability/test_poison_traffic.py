@@ -68,6 +68,10 @@ def test_poison_traffic_is_dead_lettered_and_nothing_stalls(kafka_bootstrap: str
             raw, code = poison(rng, template)
             expected_codes[code] += 1
             records.append((names.judge_outputs, key, raw))
+    # One 5 MB payload, over the 1 MB contract limit (the input topic accepts up to 8 MiB).
+    huge = json.dumps({**template, "primary_weakness": "x" * 5_000_000}).encode()
+    expected_codes["PAYLOAD_TOO_LARGE"] += 1
+    records.insert(len(records) // 2, (names.judge_outputs, keys[0], huge))
     # The very last record of every partition is valid: a stalled partition cannot hide.
     for key in keys:
         doc = workload.judge_output(rng, workload.stable_id("run", prefix, "last", key.decode()), "gpt-4o")
