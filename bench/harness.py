@@ -178,9 +178,6 @@ class Process:
             self.popen.kill()
             self.popen.wait()
 
-    def log_tail(self, chars: int = 3000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
-
 
 def worker_env(bootstrap: str, prefix: str, workdir: Path, **extra: str) -> dict[str, str]:
     workdir.mkdir(parents=True, exist_ok=True)

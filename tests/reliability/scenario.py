@@ -106,11 +106,10 @@ class Scenario:
         streams = [runs, claims, bad]
         total = sum(len(s) for s in streams)
         positions = [0, 0, 0]
-        for step in range(total):
+        for _ in range(total):
             pick = min((positions[i] / len(s) if s else 2.0, i) for i, s in enumerate(streams))[1]
             records.append(streams[pick][positions[pick]])
             positions[pick] += 1
-            del step
         return records
 
     def _rec(self, topic: str, key: bytes | None, value: bytes) -> Record:
