@@ -35,16 +35,17 @@ PROJECTED_ROLES = (
 )  # fmt: skip
 
 FAULT_KILL_IN_BATCH = "JUDGEFLOW_FAULT_KILL_IN_BATCH"
-"""Tests only: SIGKILL this process inside the Nth batch's transaction, after
-its rows are written and before it commits."""
+"""Tests only: SIGKILL this process inside the Nth batch's transaction that gets
+past the offset check, after its rows are written and before it commits."""
 FAULT_KILL_AFTER_COMMIT = "JUDGEFLOW_FAULT_KILL_AFTER_COMMIT"
-"""Tests only: SIGKILL this process right after the Nth batch committed, before
+"""Tests only: SIGKILL this process right after its Nth committed batch, before
 the consumer moves on (where a Kafka-committing projector would commit offsets)."""
 
 
 @dataclass
 class ProjectorStats:
     batches: int = 0
+    committed: int = 0
     records: int = 0
     rows: int = 0
     conflicts: int = 0
@@ -83,6 +84,7 @@ class Projector:
         self._conn: psycopg.Connection | None = None
         self._fault_at = int(os.environ.get(FAULT_KILL_IN_BATCH, "0") or 0)
         self._fault_after = int(os.environ.get(FAULT_KILL_AFTER_COMMIT, "0") or 0)
+        self._reaching_commit = 0
         self.max_records = int(os.environ.get("JUDGEFLOW_PROJECTOR_BATCH", max_records))
         self.linger_s = float(os.environ.get("JUDGEFLOW_PROJECTOR_LINGER_MS", linger_ms)) / 1000
 
@@ -119,6 +121,8 @@ class Projector:
                 break
             except (psycopg.OperationalError, psycopg.InterfaceError):
                 conn.close()
+        tps = list(tps)
+        log.info("assigned %d partitions; seeking to the %d stored offsets", len(tps), len(stored))
         for tp in tps:
             nxt = stored.get((tp.topic, tp.partition))
             self.believed[(tp.topic, tp.partition)] = nxt
@@ -139,7 +143,15 @@ class Projector:
                 return None
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
-                await projector._seek_to_stored(consumer, assigned)
+                # Paused before the first await: aiokafka may already fetch the new
+                # partitions from the reset position while the stored offsets load,
+                # and a batch of those records would meet an offset conflict.
+                assigned = list(assigned)
+                consumer.pause(*assigned)
+                try:
+                    await projector._seek_to_stored(consumer, assigned)
+                finally:
+                    consumer.resume(*assigned)
 
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=None if until_end is not None else self.group_id,
@@ -187,6 +199,12 @@ class Projector:
                 deadline = time.monotonic() + self.linger_s
         return records
 
+    def _before_commit(self) -> None:
+        """Fault hook: the Nth batch that gets as far as its commit dies there."""
+        self._reaching_commit += 1
+        if self._reaching_commit == self._fault_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
     def _reached(self, until_end: dict[tuple[str, int], int]) -> bool:
         return all((self.believed.get(tp) or 0) >= end for tp, end in until_end.items())
 
@@ -201,12 +219,11 @@ class Projector:
             believed = offsets[tp][0] if tp in offsets else self.believed.get(tp)
             offsets[tp] = (believed, record.offset + 1)
         self.stats.batches += 1
-        fault = self._fault_at and self.stats.batches == self._fault_at
         t0 = time.perf_counter()
         conn = await self._connection()
         try:
             await asyncio.to_thread(write_batch, conn, self.consumer_name, rows, offsets,
-                                    (lambda: os.kill(os.getpid(), signal.SIGKILL)) if fault else None)  # fmt: skip
+                                    self._before_commit if self._fault_at else None)  # fmt: skip
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             # The batch did not commit (or its commit was not acknowledged): rewind
             # to what is stored and write it again once Postgres answers.
@@ -237,7 +254,8 @@ class Projector:
                     first = min(r.offset for r in records if (r.topic, r.partition) == tp_key)
                     consumer.seek(tp, first)
             return
-        if self._fault_after and self.stats.batches == self._fault_after:
+        self.stats.committed += 1
+        if self._fault_after and self.stats.committed == self._fault_after:
             os.kill(os.getpid(), signal.SIGKILL)
         self.stats.seconds_writing += time.perf_counter() - t0
         self.stats.records += len(records)

@@ -187,8 +187,9 @@ class OffsetConflict(Exception):
     """The stored offsets are not where this batch starts (another projector,
     or a rebuild swapped the schema): the caller re-seeks to `stored`."""
 
-    def __init__(self, stored: dict[tuple[str, int], int | None]):
-        super().__init__(f"stored offsets moved: {stored}")
+    def __init__(self, stored: dict[tuple[str, int], int | None], believed: dict[tuple[str, int], int | None]):
+        moves = ", ".join(f"{t}[{p}] believed {believed.get((t, p))}, stored {o}" for (t, p), o in stored.items())
+        super().__init__(f"stored offsets moved: {moves}")
         self.stored = stored
 
 
@@ -213,7 +214,7 @@ def write_batch(conn: psycopg.Connection, consumer: str, rows: Rows, offsets: Of
         }
         moved = {tp: stored.get(tp) for tp, (believed, _) in offsets.items() if stored.get(tp) != believed}
         if moved:
-            raise OffsetConflict(moved)
+            raise OffsetConflict(moved, {tp: believed for tp, (believed, _) in offsets.items()})
         with conn.cursor() as cur:
             for table in ORDER:
                 batch = rows.tables.get(table)
