@@ -24,6 +24,7 @@ from judgeflow.config import Settings
 from schemas import ContractError, JudgeOutput, parse_evaluation_run, parse_rubric
 from schemas.errors import ErrorDetail
 from streams import claims, runs
+from streams.durable_commit import DurableApp
 from streams.edge import (
     H_SOURCE,
     Outgoing,
@@ -117,7 +118,7 @@ Handler = Callable[[Any, bytes, SourceRef], list[Outgoing]]
 
 def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faust.App:
     names = TopicNames.with_prefix(settings.topic_prefix)
-    app = faust.App(
+    app = DurableApp(
         settings.app_id,
         broker=settings.broker_url,
         broker_credentials=_credentials(settings),
@@ -134,6 +135,7 @@ def build_app(settings: Settings, *, stale_after_seconds: float = 300.0) -> faus
         # partitions move to the others.
         broker_session_timeout=settings.session_timeout_seconds,
     )
+    app.stream_topics = frozenset(getattr(names, role) for spec in AGENTS for role in spec.reads)
     topics = {
         role: app.topic(
             name,

@@ -1,0 +1,121 @@
+"""Two faust-streaming 0.15.3 fixes that keep a restarted worker from losing input.
+
+1. Commit offsets only after every table write has reached the Kafka client.
+
+faust-streaming 0.15.3 flushes its producer before committing consumer
+offsets, but `ProducerBuffer.flush()` (the buffer that table changelog writes
+go through) returns as soon as no message has left the buffer for 0.1 s. On a
+busy worker that is common, so offsets were committed while changelog writes
+were still queued in the process; a SIGKILL then lost those state changes for
+inputs that were never read again. Reliability scenario 1 showed it: runs
+whose `evaluation.runs` event was committed but missing from the restored
+`run_state`.
+
+`DurableApp` gives its producer a buffer whose `flush()` returns only once
+the buffer is empty and the message taken out last has been handed to
+aiokafka; Faust's producer flush then waits for aiokafka to deliver it.
+
+2. Never drop a record the consumer delivers, and rewind partitions that
+have no committed offset yet. While a worker recovers its tables after an
+assignment, Faust keeps fetching, cancels the delivery of what it fetched
+(flow is suspended) yet marks those offsets as read, and then "seeks to
+committed offsets": records below a partition's read offset are dropped from
+then on, and aiokafka's `seek_to_committed` does not move partitions whose
+committed offset is missing or 0 at all. A worker restarted before its
+group's first commit thus never saw the first records of some partitions
+(scenario 1 again: runs whose `evaluation.runs` event no worker processed).
+`DurableApp` keeps no read offsets (so a rewind re-reads) and seeks the
+uncommitted partitions of its stream topics to their first offset. Records
+read twice are redeliveries, which the agents recognise by their input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+import faust
+from faust.transport.producer import ProducerBuffer
+from faust.types import TP, ConsumerT, ProducerT
+from faust.types.tuples import FutureMessage
+
+_RECHECK_SECONDS = 1.0
+
+
+class DrainingProducerBuffer(ProducerBuffer):
+    """A ProducerBuffer whose flush waits for the buffer to drain completely."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.handing_over = 0
+
+    async def _send_pending(self, fut: FutureMessage) -> None:
+        # Called right after the message left the queue: until it returns the
+        # message is in neither the buffer nor aiokafka's accumulator.
+        self.handing_over += 1
+        try:
+            await super()._send_pending(fut)
+        finally:
+            self.handing_over -= 1
+            self.message_sent.set()
+
+    async def flush(self) -> None:
+        """Wait until every buffered message has been handed to aiokafka.
+        Returns early only when the buffer is stopping (nothing drains it then)."""
+        while (self.size or self.handing_over) and not self.should_stop:
+            self.message_sent.clear()
+            try:
+                await asyncio.wait_for(self.message_sent.wait(), timeout=_RECHECK_SECONDS)
+            except TimeoutError:
+                continue
+
+
+class _NoReadOffsets(defaultdict[TP, int | None]):
+    """Faust's per-partition read offsets, always unknown: nothing is dropped."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: None)
+
+    def __getitem__(self, tp: TP) -> int | None:
+        return None
+
+
+async def _seek_to_first(consumer: Any, tps: list[TP]) -> None:
+    """Seek at once (not a deferred reset, which in-flight records outrun)."""
+    for tp, offset in (await consumer.beginning_offsets(tps)).items():
+        consumer.seek(tp, offset)
+
+
+class DurableApp(faust.App):
+    """faust.App whose producer uses DrainingProducerBuffer and whose consumer
+    also rewinds uncommitted partitions of `stream_topics` on recovery."""
+
+    stream_topics: frozenset[str] = frozenset()
+
+    def _new_consumer(self) -> ConsumerT:
+        consumer: Any = super()._new_consumer()
+        consumer._read_offset = _NoReadOffsets()
+        seek_to_committed = consumer.seek_to_committed
+        thread = consumer._thread
+        app = self
+
+        async def seek_to_committed_or_first() -> dict[TP, int]:
+            committed = dict(await seek_to_committed())
+            unset = [tp for tp, offset in committed.items() if not offset and tp.topic in app.stream_topics]
+            if unset:
+                await thread.call_thread(_seek_to_first, thread._ensure_consumer(), unset)
+            return committed
+
+        consumer.seek_to_committed = seek_to_committed_or_first
+        return consumer
+
+    def _new_producer(self) -> ProducerT:
+        producer: Any = super()._new_producer()
+        old = producer.buffer
+        buffer = DrainingProducerBuffer(loop=producer.loop, beacon=producer.beacon)
+        buffer.app = old.app
+        if getattr(old, "threaded_producer", None) is not None:
+            buffer.threaded_producer = old.threaded_producer
+        producer.buffer = buffer
+        return producer
