@@ -83,7 +83,7 @@ class Worker:
     """`judgeflow worker` (or another long-running command) as a real subprocess
     with its own topic prefix."""
 
-    command = ("worker", "--loglevel", "warn")
+    command: tuple[str, ...] = ("worker", "--loglevel", os.environ.get("JUDGEFLOW_TEST_WORKER_LOGLEVEL", "warn"))
 
     def __init__(self, bootstrap: str, prefix: str, tmp: Path, **env: str):
         self.env = {

@@ -1,10 +1,6 @@
-"""Crashes and restarts (reliability scenario 2), checked by the checker: every
-published event in the read models or dead-lettered, once.
-
-Scenarios 1 (worker SIGKILLed three times) and 4 (broker restarted) are not
-here: both make the worker's group rebalance, and after a rebalance Faust can
-leave a partition unfetched (scenario 1 left 15 of 40 runs unreconciled in a
-full run; see the README's Reliability section)."""
+"""Projector crashes and a broker restart (reliability scenarios 2 and 4),
+checked by the checker: every published event in the read models or
+dead-lettered, once."""
 
 from __future__ import annotations
 
@@ -13,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from judgeflow.services.kafka import KafkaBroker
 from tests.conftest import RELIABILITY
-from tests.reliability.scenario import Scenario, split
+from tests.reliability.scenario import Scenario, split, wait_progress
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -37,3 +34,22 @@ def test_projector_killed_inside_and_after_its_commit(kafka_bootstrap: str, data
             done = sc.wait_accounted(300, worker, projector)
     RELIABILITY["2 projector SIGKILL around commit"] = sc.verdict("2 projector SIGKILL around commit",
                                                                   done - restarted)  # fmt: skip
+
+
+def test_single_broker_restarted_mid_run(database_url: str, tmp_path: Path) -> None:
+    broker = KafkaBroker(tmp_path / "kafka").start()
+    try:
+        sc = Scenario(broker.bootstrap, database_url, tmp_path, seed=404)
+        first, second = split(sc.workload(), 2)
+        with sc.worker() as worker, sc.projector() as projector:
+            sc.send(first)
+            wait_progress(broker.bootstrap, sc.names, len(first) // 8, worker)
+            t0 = time.monotonic()
+            broker.restart()
+            down = time.monotonic() - t0
+            sc.faults.append(f"broker stopped and restarted ({down:.1f}s without a broker)")
+            sc.send(second)
+            done = sc.wait_accounted(300, worker, projector)
+        RELIABILITY["4 broker restart"] = sc.verdict("4 broker restart", done - t0 - down)
+    finally:
+        broker.stop()
