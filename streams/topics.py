@@ -46,7 +46,8 @@ async def ensure_topics(
 ) -> list[str]:
     """Create every judgeflow topic that is missing; return the ones created.
 
-    Input topics keep everything (retention -1); `judge.rubrics` is compacted.
+    Input topics keep everything (retention -1); `judge.rubrics` is compacted;
+    replicated topics take acks=all writes while all but one replica are in sync.
     """
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -63,6 +64,10 @@ async def ensure_topics(
             )
             if role in COMPACTED_ROLES:
                 config = {"cleanup.policy": "compact", "max.message.bytes": str(INPUT_MAX_MESSAGE_BYTES)}
+            if replication > 1:
+                # With acks=all, a write is acknowledged once this many replicas
+                # have it: one replica may fail without losing or refusing writes.
+                config["min.insync.replicas"] = str(replication - 1)
             wanted.append(NewTopic(name, partitions, replication, topic_configs=config))
         if wanted:
             await admin.create_topics(wanted)

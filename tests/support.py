@@ -24,8 +24,8 @@ def unique_prefix() -> str:
     return f"t{uuid.uuid4().hex[:10]}."
 
 
-def create_topics(bootstrap: str, names: TopicNames, partitions: int = 4) -> None:
-    asyncio.run(ensure_topics(bootstrap, names, partitions=partitions, replication=1))
+def create_topics(bootstrap: str, names: TopicNames, partitions: int = 4, replication: int = 1) -> None:
+    asyncio.run(ensure_topics(bootstrap, names, partitions=partitions, replication=replication))
 
 
 def produce(bootstrap: str, records: Iterable[tuple[str, bytes | None, bytes]]) -> None:
@@ -33,9 +33,10 @@ def produce(bootstrap: str, records: Iterable[tuple[str, bytes | None, bytes]]) 
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, max_request_size=8_000_000)
         await producer.start()
         try:
-            for topic, key, value in records:
-                await producer.send(topic, key=key, value=value)
+            pending = [await producer.send(topic, key=key, value=value) for topic, key, value in records]
             await producer.flush()
+            for ack in pending:
+                await ack  # raises unless the broker acknowledged it (acks=all)
         finally:
             await producer.stop()
 

@@ -113,7 +113,13 @@ class KafkaBroker(ServiceProcess):
         controller_port: int | None = None,
         properties: dict[str, str] | None = None,
         heap: str = "512m",
+        node_id: int = 1,
+        voters: str | None = None,
+        cluster_id: str | None = None,
     ):
+        self.node_id = node_id
+        self.voters = voters  # "1@host:port,2@host:port,...": a static quorum (KafkaCluster)
+        self.cluster_id = cluster_id
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
@@ -128,10 +134,15 @@ class KafkaBroker(ServiceProcess):
         return f"127.0.0.1:{self.port}"
 
     def _node_properties(self) -> str:
+        quorum = (
+            {"controller.quorum.voters": self.voters}
+            if self.voters
+            else {"controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}"}
+        )
         props = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "node.id": str(self.node_id),
+            **quorum,
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -153,6 +164,13 @@ class KafkaBroker(ServiceProcess):
 
     def start(self, timeout: float = 90.0) -> KafkaBroker:
         t0 = time.monotonic()
+        self.launch()
+        self._wait_ready(t0 + timeout)
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def launch(self) -> None:
+        """Format the log dir if new and start the JVM, without waiting for it."""
         lib = ensure_kafka_jars()
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "node.properties"
@@ -161,7 +179,8 @@ class KafkaBroker(ServiceProcess):
         classpath = f"{lib}/*"
         log4j = f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}"
         if not (self.workdir / "data" / "meta.properties").exists():
-            cluster_id = new_cluster_id()
+            cluster_id = self.cluster_id or new_cluster_id()
+            standalone = [] if self.voters else ["--standalone"]
             subprocess.run(
                 [
                     java(),
@@ -170,7 +189,7 @@ class KafkaBroker(ServiceProcess):
                     classpath,
                     "kafka.tools.StorageTool",
                     "format",
-                    "--standalone",
+                    *standalone,
                     "-t",
                     cluster_id,
                     "-c",
@@ -196,9 +215,6 @@ class KafkaBroker(ServiceProcess):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self._wait_ready(t0 + timeout)
-        self.startup_seconds = time.monotonic() - t0
-        return self
 
     def _wait_ready(self, deadline: float) -> None:
         while True:
@@ -213,6 +229,51 @@ class KafkaBroker(ServiceProcess):
     def restart(self, timeout: float = 90.0) -> None:
         self.stop()
         self.start(timeout)
+
+
+class KafkaCluster:
+    """Three (or `size`) KRaft nodes, each broker and controller, with a static
+    quorum: replication 3 and min.insync.replicas 2 by default, so one node
+    can die without refusing acks=all writes."""
+
+    def __init__(self, workdir: Path, size: int = 3, properties: dict[str, str] | None = None):
+        cluster_id = new_cluster_id()
+        controllers = [free_port() for _ in range(size)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{port}" for i, port in enumerate(controllers))
+        internal = str(min(3, size))
+        props = {
+            "default.replication.factor": internal,
+            "min.insync.replicas": str(max(1, min(3, size) - 1)),
+            "offsets.topic.replication.factor": internal,
+            "transaction.state.log.replication.factor": internal,
+            "transaction.state.log.min.isr": str(max(1, min(3, size) - 1)),
+            "share.coordinator.state.topic.replication.factor": internal,
+            **(properties or {}),
+        }
+        self.nodes = [
+            KafkaBroker(Path(workdir) / f"node{i + 1}", controller_port=port, properties=props, node_id=i + 1,
+                        voters=voters, cluster_id=cluster_id, heap="384m")  # fmt: skip
+            for i, port in enumerate(controllers)
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def start(self, timeout: float = 120.0) -> KafkaCluster:
+        deadline = time.monotonic() + timeout
+        for node in self.nodes:
+            node.launch()  # a quorum needs a majority up, so start all before waiting
+        for node in self.nodes:
+            node._wait_ready(deadline)
+        return self
+
+    def node(self, node_id: int) -> KafkaBroker:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
 
 
 def metadata_ready(bootstrap: str, timeout: float = 5.0) -> bool:

@@ -57,6 +57,7 @@ class Scenario:
     invalid: int = 24
     silent_every: int = 0  # every Nth run has one judge that never answers
     judge_timeout_s: float = 3600.0
+    replication: int = 1
     prefix: str = field(default_factory=unique_prefix)
     pub: Published = field(default_factory=Published)
     faults: list[str] = field(default_factory=list)
@@ -64,7 +65,7 @@ class Scenario:
     def __post_init__(self) -> None:
         self.names = TopicNames.with_prefix(self.prefix)
         self.schema = self.prefix.rstrip(".")
-        create_topics(self.kafka, self.names)
+        create_topics(self.kafka, self.names, replication=self.replication)
         migrate(self.database_url, self.schema)
 
     # -- workload ---------------------------------------------------------------------------------------
@@ -121,7 +122,8 @@ class Scenario:
     def worker(self, label: str = "w", **env: str) -> Worker:
         # A SIGKILLed worker holds its partitions until the group's session times
         # out; 10 s instead of Faust's 60 s keeps each recovery short.
-        w = Worker(self.kafka, self.prefix, self.tmp / label, **{"JUDGEFLOW_SESSION_TIMEOUT": "10", **env})
+        w = Worker(self.kafka, self.prefix, self.tmp / label, **{"JUDGEFLOW_SESSION_TIMEOUT": "10",
+                   "JUDGEFLOW_REPLICATION_FACTOR": str(self.replication), **env})  # fmt: skip
         w.env["JUDGEFLOW_DATA_DIR"] = str(self.tmp / f"{label}-data")
         return w
 
