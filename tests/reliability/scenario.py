@@ -119,16 +119,17 @@ class Scenario:
 
     # -- processes --------------------------------------------------------------------------------------
 
-    def worker(self, label: str = "w", **env: str) -> Worker:
+    def worker(self, label: str = "w", *, bootstrap: str | None = None, **env: str) -> Worker:
         # A SIGKILLed worker holds its partitions until the group's session times
         # out; 10 s instead of Faust's 60 s keeps each recovery short.
-        w = Worker(self.kafka, self.prefix, self.tmp / label, **{"JUDGEFLOW_SESSION_TIMEOUT": "10",
+        w = Worker(bootstrap or self.kafka, self.prefix, self.tmp / label, **{"JUDGEFLOW_SESSION_TIMEOUT": "10",
                    "JUDGEFLOW_REPLICATION_FACTOR": str(self.replication), **env})  # fmt: skip
         w.env["JUDGEFLOW_DATA_DIR"] = str(self.tmp / f"{label}-data")
         return w
 
-    def projector(self, label: str = "p", **env: str) -> ProjectorProcess:
-        return ProjectorProcess(self.kafka, self.prefix, self.tmp / label, self.database_url, self.schema, **env)
+    def projector(self, label: str = "p", *, database_url: str | None = None, **env: str) -> ProjectorProcess:
+        return ProjectorProcess(self.kafka, self.prefix, self.tmp / label, database_url or self.database_url,
+                                self.schema, **env)  # fmt: skip
 
     def send(self, records: list[Record]) -> None:
         produce(self.kafka, records)
