@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -46,15 +47,20 @@ MALFORMED = (
 )
 
 
+SOAK = max(1, int(os.environ.get("JUDGEFLOW_SOAK", "1") or 1))
+"""The soak variant: JUDGEFLOW_SOAK=N multiplies every workload, the faults of
+scenario 1 and every time limit by N (default 1, what `.ci/run` runs)."""
+
+
 @dataclass
 class Scenario:
     kafka: str
     database_url: str
     tmp: Path
     seed: int
-    runs: int = 40
-    claims: int = 400
-    invalid: int = 24
+    runs: int = 40 * SOAK
+    claims: int = 400 * SOAK
+    invalid: int = 24 * SOAK
     silent_every: int = 0  # every Nth run has one judge that never answers
     judge_timeout_s: float = 3600.0
     replication: int = 1
@@ -154,6 +160,7 @@ class Scenario:
 
     def wait_accounted(self, timeout: float, *procs: Worker) -> float:
         """Wait until Postgres accounts for the whole workload; return time.monotonic() then."""
+        timeout *= SOAK
         deadline = time.monotonic() + timeout
         while True:
             if self.accounted():

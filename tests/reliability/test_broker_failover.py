@@ -12,9 +12,9 @@ import pytest
 
 from judgeflow.services.kafka import KafkaCluster
 from tests.conftest import RELIABILITY
-from tests.reliability.scenario import Scenario, split, wait_progress
+from tests.reliability.scenario import SOAK, Scenario, split, wait_progress
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600 * SOAK)]
 
 
 def partition_leader(bootstrap: str, topic: str, partition: int) -> int:

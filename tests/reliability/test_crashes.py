@@ -11,10 +11,10 @@ import pytest
 
 from judgeflow.services.kafka import KafkaBroker
 from tests.conftest import RELIABILITY
-from tests.reliability.scenario import Scenario, split, wait_progress
+from tests.reliability.scenario import SOAK, Scenario, split, wait_progress
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600 * SOAK)]
 
 
 def test_projector_killed_inside_and_after_its_commit(kafka_bootstrap: str, database_url: str, tmp_path: Path) -> None:

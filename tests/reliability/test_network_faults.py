@@ -18,9 +18,9 @@ from judgeflow.services.kafka import KafkaBroker
 from judgeflow.services.ports import free_port
 from tests.conftest import RELIABILITY
 from tests.reliability.netfault import FaultyProxy
-from tests.reliability.scenario import Scenario, split, wait_progress
+from tests.reliability.scenario import SOAK, Scenario, split, wait_progress
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600 * SOAK)]
 
 
 def broker_with_a_faulty_listener(workdir: Path) -> tuple[KafkaBroker, int]:

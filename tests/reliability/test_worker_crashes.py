@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RELIABILITY
-from tests.reliability.scenario import Scenario, split, wait_progress
+from tests.reliability.scenario import SOAK, Scenario, split, wait_progress
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600 * SOAK)]
 
 
-def test_worker_sigkilled_three_times_mid_run(kafka_bootstrap: str, database_url: str, tmp_path: Path) -> None:
+def test_worker_sigkilled_repeatedly_mid_run(kafka_bootstrap: str, database_url: str, tmp_path: Path) -> None:
     sc = Scenario(kafka_bootstrap, database_url, tmp_path, seed=101)
-    chunks = split(sc.workload(), 4)
+    kills = 3 * SOAK
+    chunks = split(sc.workload(), kills + 1)
     with sc.projector() as projector:
         worker = sc.worker().start()
         try:
@@ -40,7 +41,7 @@ def test_worker_sigkilled_three_times_mid_run(kafka_bootstrap: str, database_url
             done = sc.wait_accounted(300, worker, projector)
         finally:
             worker.stop()
-    RELIABILITY["1 worker SIGKILL x3"] = sc.verdict("1 worker SIGKILL x3", done - restarted)
+    RELIABILITY[f"1 worker SIGKILL x{kills}"] = sc.verdict(f"1 worker SIGKILL x{kills}", done - restarted)
 
 
 def test_two_workers_one_killed(kafka_bootstrap: str, database_url: str, tmp_path: Path) -> None:
