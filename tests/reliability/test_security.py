@@ -1,5 +1,6 @@
 """Security (reliability scenario 9): hostile strings stored verbatim and shown
-escaped, SQL only ever parameterized, secrets kept out of logs."""
+escaped, SQL only ever parameterized, secrets kept out of logs, TLS settings
+passed through to Postgres."""
 
 from __future__ import annotations
 
@@ -117,3 +118,15 @@ def test_secrets_stay_out_of_logs_and_errors() -> None:
                               env=env, cwd=REPO, timeout=120)  # fmt: skip
         assert done.returncode != 0  # nothing answers on that port
         assert secret not in done.stdout + done.stderr, args
+
+
+@pytest.mark.integration
+def test_postgres_tls_settings_pass_through_database_url(database_url: str) -> None:
+    """libpq's TLS parameters in DATABASE_URL reach the connection: asking the
+    (TLS-less) test server for `sslmode=require` must fail with its TLS error."""
+    sep = "&" if "?" in database_url else "?"
+    env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": f"{database_url}{sep}sslmode=require"}
+    done = subprocess.run([sys.executable, "-m", "judgeflow.cli", "migrate"], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)  # fmt: skip
+    assert done.returncode != 0
+    assert "SSL" in done.stdout + done.stderr
