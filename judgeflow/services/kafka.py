@@ -251,8 +251,15 @@ class KafkaCluster:
             **(properties or {}),
         }
         self.nodes = [
-            KafkaBroker(Path(workdir) / f"node{i + 1}", controller_port=port, properties=props, node_id=i + 1,
-                        voters=voters, cluster_id=cluster_id, heap="384m")  # fmt: skip
+            KafkaBroker(
+                Path(workdir) / f"node{i + 1}",
+                controller_port=port,
+                properties=props,
+                node_id=i + 1,
+                voters=voters,
+                cluster_id=cluster_id,
+                heap="384m",
+            )  # fmt: skip
             for i, port in enumerate(controllers)
         ]
 
