@@ -153,3 +153,27 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} not met after {timeout}s")
         time.sleep(0.2)
+
+
+def projected_topic_ends(bootstrap: str, names: TopicNames) -> dict[tuple[str, int], int]:
+    """End offsets of every topic the projector reads, right now."""
+    from projections.projector import PROJECTED_ROLES
+    from projections.rebuild import _offsets
+
+    _, end = asyncio.run(_offsets(bootstrap, [getattr(names, r) for r in PROJECTED_ROLES], {}))
+    return end
+
+
+def projection_reached(database_url: str, schema: str, ends: dict[tuple[str, int], int]) -> bool:
+    """True once the projector's stored offsets in `schema` reach `ends`: every
+    record published before `ends` was read is in the read models."""
+    import psycopg
+
+    try:
+        with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}",
+                             connect_timeout=3) as conn:  # fmt: skip
+            stored = {(t, p): o for t, p, o in conn.execute(
+                "SELECT topic, partition, next_offset FROM projection_offsets").fetchall()}  # fmt: skip
+    except psycopg.Error:
+        return False
+    return all(stored.get(tp, 0) >= end for tp, end in ends.items() if end > 0)

@@ -34,7 +34,16 @@ from tests.reliability.checker import (
     sha,
     summary,
 )
-from tests.support import ProjectorProcess, Worker, consume_until, create_topics, produce, unique_prefix
+from tests.support import (
+    ProjectorProcess,
+    Worker,
+    consume_until,
+    create_topics,
+    produce,
+    projected_topic_ends,
+    projection_reached,
+    unique_prefix,
+)
 
 Record = tuple[str, bytes | None, bytes]
 MALFORMED = (
@@ -164,6 +173,13 @@ class Scenario:
         deadline = time.monotonic() + timeout
         while True:
             if self.accounted():
+                # Counts can be complete before every row is (a claim's `checks` row is
+                # made from its route until the check arrives): wait for the offsets too.
+                ends = projected_topic_ends(self.kafka, self.names)
+                while not projection_reached(self.database_url, self.schema, ends):
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"projector not at the end offsets after {timeout}s")
+                    time.sleep(0.2)
                 return time.monotonic()
             for p in procs:
                 if not p.alive():
