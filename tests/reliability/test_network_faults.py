@@ -23,8 +23,9 @@ from tests.reliability.scenario import SOAK, Scenario, split, wait_progress
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600 * SOAK)]
 
 
-def broker_with_a_faulty_listener(workdir: Path) -> tuple[KafkaBroker, int]:
-    """A broker whose FAULTY listener is advertised at a proxy port; returns it and that listener's port."""
+def broker_with_a_faulty_listener(workdir: Path) -> tuple[KafkaBroker, int, int]:
+    """A broker whose FAULTY listener is advertised at a proxy port; returns it,
+    that listener's port and the port the proxy must listen on."""
     port, controller, faulty, proxied = free_port(), free_port(), free_port(), free_port()
     broker = KafkaBroker(workdir, port=port, controller_port=controller, properties={
         "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},FAULTY://127.0.0.1:{faulty}",
@@ -32,17 +33,16 @@ def broker_with_a_faulty_listener(workdir: Path) -> tuple[KafkaBroker, int]:
                                 f"FAULTY://127.0.0.1:{proxied}",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,FAULTY:PLAINTEXT",
     })  # fmt: skip
-    broker.proxied_port = proxied  # type: ignore[attr-defined]
-    return broker, faulty
+    return broker, faulty, proxied
 
 
 def test_latency_stall_and_resets_on_both_links(database_url: str, tmp_path: Path) -> None:
-    broker, faulty_port = broker_with_a_faulty_listener(tmp_path / "kafka")
+    broker, faulty_port, proxied_port = broker_with_a_faulty_listener(tmp_path / "kafka")
     broker.start()
     db = urlsplit(database_url)
     try:
         with (
-            FaultyProxy(faulty_port, port=broker.proxied_port) as kafka_link,  # type: ignore[attr-defined]
+            FaultyProxy(faulty_port, port=proxied_port) as kafka_link,
             FaultyProxy(db.port or 5432, upstream_host=db.hostname or "127.0.0.1") as pg_link,
         ):
             proxied_db = urlunsplit(db._replace(netloc=db.netloc.replace(f":{db.port}", f":{pg_link.port}")))
