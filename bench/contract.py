@@ -8,13 +8,15 @@ import json
 import random
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from judgeflow import workload
 from projections.rows import Record, Rows, project
 from schemas import EvaluationRunStarted, RubricVersion, parse_evaluation_run, parse_judge_output, parse_rubric
+from schemas.decoding import MAX_PAYLOAD_BYTES
 from streams import runs
 from streams.edge import SourceRef, screen_judge_output
+from streams.stage import Inbound
 from streams.topics import TopicNames
 
 SIZES: dict[str, tuple[int, int, int]] = {"small": (1, 1, 0), "typical": (3, 4, 2), "large": (10, 10, 2)}
@@ -52,11 +54,10 @@ def _timed(fn: object, budget_s: float) -> float:
 def _worker_step(raw: bytes, src: SourceRef, started: EvaluationRunStarted, rubric: RubricVersion) -> None:
     """The worker's pure work for one output of a run: validate, reconcile, store the state."""
     now = datetime.now(UTC)
-    valid = screen_judge_output(raw, src)[0]
-    state = runs.RunState.new(started.evaluation_run_id, 0, now)
-    state, _ = runs.on_run(state, started, lambda _r: rubric, now)
-    state, _ = runs.on_output(state, parse_judge_output(valid.value), "bench", lambda _r: rubric, now)
-    state.model_dump(mode="json")
+    stage = runs.RunStage(lambda _r: rubric, clock=lambda: now, retention=timedelta(days=7),
+                          max_payload_bytes=MAX_PAYLOAD_BYTES)  # fmt: skip
+    state, _ = runs.on_run(runs.RunState.new(started.evaluation_run_id, 0, now), started, lambda _r: rubric, now)
+    stage.handle(Inbound("judge_outputs", src.key, raw, src), state.model_dump(mode="json"))
 
 
 def measure(budget_s: float = 1.0) -> list[SizeCost]:

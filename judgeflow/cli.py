@@ -109,7 +109,7 @@ def worker(ctx: click.Context, loglevel: str) -> None:
     """
     import faust
 
-    from streams.app import build_app
+    from judgeflow.worker import build_worker
     from streams.topics import TopicNames, ensure_topics
 
     settings = _settings(ctx)
@@ -126,7 +126,7 @@ def worker(ctx: click.Context, loglevel: str) -> None:
         )
     except Exception as exc:
         raise click.ClickException(f"cannot reach Kafka at {settings.kafka_bootstrap_servers}: {exc}") from None
-    app = build_app(settings)
+    app = build_worker(settings)
     runner = faust.Worker(app, loglevel=loglevel, quiet=True)
     # Faust's terminal spinner (on at loglevel warn and above) sets the root
     # logger to DEBUG so that every debug record spins it: each send then
@@ -435,11 +435,12 @@ def topology(ctx: click.Context) -> None:
     Example:
       JUDGEFLOW_TOPIC_PREFIX=acme. judgeflow topology
     """
+    from judgeflow.worker import build_worker
     from streams.app import describe
     from streams.topics import TopicNames
 
     settings = _settings(ctx)
-    click.echo(describe(TopicNames.with_prefix(settings.topic_prefix)))
+    click.echo(describe(build_worker(settings), TopicNames.with_prefix(settings.topic_prefix)))
 
 
 @main.command()

@@ -68,6 +68,8 @@ class Settings:
     timer_interval_seconds: float = 1.0
     max_payload_bytes: int = 1_000_000
     session_timeout_seconds: float = 60.0
+    state_retention_seconds: float = 7 * 24 * 3600.0
+    producer_linger_ms: float = 5.0
     kafka_security: KafkaSecurity = KafkaSecurity()
 
     @property
@@ -93,6 +95,8 @@ ENV = {
     "JUDGEFLOW_TIMER_INTERVAL": "timer_interval_seconds",
     "JUDGEFLOW_MAX_PAYLOAD_BYTES": "max_payload_bytes",
     "JUDGEFLOW_SESSION_TIMEOUT": "session_timeout_seconds",
+    "JUDGEFLOW_STATE_RETENTION": "state_retention_seconds",
+    "JUDGEFLOW_PRODUCER_LINGER_MS": "producer_linger_ms",
 }
 SECURITY_ENV = {
     "KAFKA_SECURITY_PROTOCOL": "security_protocol",

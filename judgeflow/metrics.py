@@ -13,11 +13,9 @@ from prometheus_client import Counter, Gauge, start_http_server
 
 log = logging.getLogger("judgeflow.metrics")
 
-EVENTS = Counter("judgeflow_events_total", "Records processed, by agent", ["agent"])
-INVALID = Counter("judgeflow_invalid_total", "Records dead-lettered, by error code", ["code"])
-ROUTES = Counter("judgeflow_routes_total", "Routing decisions, by route and subject", ["route", "subject"])
-CONSUMER_LAG = Gauge("judgeflow_consumer_lag", "Worker consumer lag (records behind), by partition",
-                     ["topic", "partition"])  # fmt: skip
+# The worker's own metrics live beside it, in the lower layer.
+from streams.metrics import CONSUMER_LAG, EVENTS, INVALID, ROUTES  # noqa: F401, E402
+
 PROJECTION_LAG = Gauge("judgeflow_projection_lag", "Projector lag (records behind), by partition",
                        ["topic", "partition"])  # fmt: skip
 PROJECTED_ROWS = Counter("judgeflow_projected_rows_total", "Rows written by the projector")

@@ -11,6 +11,7 @@ fail, pass, or first_judge (the verdict of the earliest voting judge).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,6 +20,15 @@ from schemas.claim_check import Verdict
 from schemas.rubric import AggregationMode, TieRule
 
 __all__ = ["AggregateVerdict", "aggregate_verdicts"]
+
+
+class Vote(Protocol):
+    """What aggregation reads of one judge's check."""
+
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def confidence(self) -> float: ...
 
 
 class AggregateVerdict(BaseModel):
@@ -36,7 +46,7 @@ class AggregateVerdict(BaseModel):
 
 
 def aggregate_verdicts(
-    checks: Sequence[ClaimCheck], mode: AggregationMode = "majority", tie_rule: TieRule = "unclear"
+    checks: Sequence[Vote | ClaimCheck], mode: AggregationMode = "majority", tie_rule: TieRule = "unclear"
 ) -> AggregateVerdict:
     """`checks` in arrival order (first_judge depends on it)."""
     voting = [c for c in checks if c.verdict != "unclear"]
@@ -69,7 +79,7 @@ def aggregate_verdicts(
     else:
         raise ValueError(f"unknown aggregation mode {mode!r}")
     if tie:
-        verdict = voting[0].verdict if tie_rule == "first_judge" else tie_rule
+        verdict = cast(Verdict, voting[0].verdict) if tie_rule == "first_judge" else tie_rule
     agreement = max(passes, fails) / len(voting) if voting else None
     return AggregateVerdict(
         verdict=verdict, agreement=agreement, pass_votes=passes, fail_votes=fails,

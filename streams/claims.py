@@ -1,51 +1,80 @@
-"""Per-claim state machine: first verdict routed, later verdicts aggregated.
+"""Claims: the first verdict routed, later verdicts aggregated, state kept only while it can matter.
 
-The first judge's check is routed by the rubric's policy (seed 003's rule).
-A check from another judge on the same claim is aggregated with the stored
-ones by the rubric's declared mode and tie rule, and the claim is routed
-again, terminally (done, or human review on an unclear result). Checks that
-name a rubric not seen yet are held. Pure: no Faust, no clock.
+The first judge's check is routed by its rubric's policy (seed 003's rule). A check from another judge on the
+same claim is aggregated with the earlier votes by the rubric's declared mode and tie rule, and the claim is
+routed again, terminally. Checks that name a rubric not seen yet are held (as their validated JSON) until it
+arrives. A claim's state is a list of compact votes; the decisions are regenerated from it when an input is
+redelivered, so a redelivery re-sends the same event ids and never decides again.
+
+Once a claim's route is terminal (anything but `second_judge`), its state is deleted after `retention`
+(DESIGN decision 11). A check for a claim whose state has expired starts the claim afresh: a redelivered
+first check is routed again under the same event id; a new judge's check gets a first-verdict route of its
+own (counted as late by the wiring).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from schemas import ClaimCheck, RoutingDecision, RoutingPolicy, RubricVersion
 from streams.aggregate import aggregate_verdicts
-from streams.edge import Outgoing
+from streams.edge import admit_claim_check
+from streams.envelope import H_SOURCE, Outgoing, iso
 from streams.ids import event_id
-from streams.outbox import from_dict, to_dict
 from streams.routing import route, route_aggregate
+from streams.stage import Clock, Inbound, RubricLookup, State, Step
 
-RubricLookup = Callable[[str], RubricVersion | None]
+RESUME = b'{"kind":"resume"}'
+EXPIRE = b'{"kind":"expire"}'
+
+
+class Vote(BaseModel):
+    """One judge's verdict as routing and aggregation read it, and when its decision was made."""
+
+    model_config = ConfigDict(frozen=True)
+
+    judge_id: str
+    verdict: str
+    score: float | None
+    confidence: float
+    rubric_version_id: str | None = None
+    decided_at: str
+    via: str = "check"
 
 
 class ClaimState(BaseModel):
     claim_id: str
     partition: int
-    checks: list[ClaimCheck] = Field(default_factory=list)
-    held: list[ClaimCheck] = Field(default_factory=list)
-    outbox: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    votes: list[Vote] = Field(default_factory=list)
+    held: list[str] = Field(default_factory=list)
+    """Validated JSON of checks waiting for their rubric."""
+    held_judges: list[str] = Field(default_factory=list)
     waiting_for: str | None = None
     rubric_version_id: str | None = None
+    decided_at: str | None = None
+    """Set once the route is terminal: the retention clock starts here."""
 
     def knows(self, judge_id: str) -> bool:
-        return any(c.judge_id == judge_id for c in (*self.checks, *self.held))
+        return judge_id in self.held_judges or any(v.judge_id == judge_id for v in self.votes)
 
 
-def _copy(state: ClaimState) -> ClaimState:
-    """A copy safe to change: new containers, shared (frozen) checks; cheaper than a deep copy."""
-    return state.model_copy(update={"checks": list(state.checks), "held": list(state.held),
-                                    "outbox": dict(state.outbox)})  # fmt: skip
+@dataclass(frozen=True)
+class _Claimed:
+    """The view `route()` needs of a vote."""
+
+    claim_id: str
+    verdict: str
+    score: float | None
+    confidence: float
 
 
-def check_id(check: ClaimCheck) -> str:
-    return f"{check.claim_id}/{check.judge_id}"
+def check_id(claim_id: str, judge_id: str) -> str:
+    return f"{claim_id}/{judge_id}"
 
 
 def on_check(
@@ -53,69 +82,149 @@ def on_check(
 ) -> tuple[ClaimState, list[Outgoing]]:
     """One judge's verdict; a redelivery (same claim_id and judge_id) re-sends, never re-decides."""
     if state.knows(check.judge_id):
-        return state, [from_dict(r) for r in state.outbox.get(check.judge_id, [])]
-    state = _copy(state)
-    state.held.append(check)
-    out = _advance(state, rubrics, now)
-    state.outbox[check.judge_id] = [to_dict(r) for r in out]
-    return state, out
+        return state, _resend(state, rubrics, lambda v: v.judge_id == check.judge_id)
+    state = state.model_copy(update={"held": [*state.held, check.model_dump_json()],
+                                     "held_judges": [*state.held_judges, check.judge_id]})  # fmt: skip
+    return state, _advance(state, rubrics, now, via="check")
 
 
 def on_resume(state: ClaimState, rubrics: RubricLookup, now: datetime) -> tuple[ClaimState, list[Outgoing]]:
-    state = _copy(state)
-    out = _advance(state, rubrics, now)
-    if out:
-        state.outbox[f"resume-{len(state.checks)}"] = [to_dict(r) for r in out]
-    return state, out
+    """A held rubric arrived: release what waited for it. A redelivered resume re-sends what resumes released."""
+    if not state.held:
+        return state, _resend(state, rubrics, lambda v: v.via == "resume")
+    state = state.model_copy(update={"held": list(state.held), "held_judges": list(state.held_judges)})
+    return state, _advance(state, rubrics, now, via="resume")
 
 
-def _rubric_of(check: ClaimCheck, rubrics: RubricLookup) -> tuple[bool, RubricVersion | None]:
-    if check.rubric_version_id is None:
-        return True, None
-    rubric = rubrics(check.rubric_version_id)
-    return rubric is not None, rubric
-
-
-def _advance(state: ClaimState, rubrics: RubricLookup, now: datetime) -> list[Outgoing]:
+def _advance(state: ClaimState, rubrics: RubricLookup, now: datetime, *, via: str) -> list[Outgoing]:
     out: list[Outgoing] = []
-    still_held = []
-    for check in state.held:
-        known, rubric = _rubric_of(check, rubrics)
-        if not known:
-            still_held.append(check)
+    votes = list(state.votes)
+    held: list[str] = []
+    held_judges: list[str] = []
+    for doc, judge in zip(state.held, state.held_judges, strict=True):
+        check = ClaimCheck.model_validate_json(doc)
+        if check.rubric_version_id is not None and rubrics(check.rubric_version_id) is None:
+            held.append(doc)
+            held_judges.append(judge)
             continue
-        state.checks.append(check)
-        out.append(_decide(state, rubric, now))
-    state.held = still_held
-    state.waiting_for = "rubric" if still_held else None
-    state.rubric_version_id = still_held[0].rubric_version_id if still_held else None
+        votes.append(Vote(judge_id=check.judge_id, verdict=check.verdict, score=check.score,
+                          confidence=check.confidence, rubric_version_id=check.rubric_version_id,
+                          decided_at=iso(now), via=via))  # fmt: skip
+        record, terminal = _decision(state.claim_id, votes, rubrics)
+        out.append(record)
+        state.decided_at = iso(now) if terminal else None
+    state.votes, state.held, state.held_judges = votes, held, held_judges
+    state.waiting_for = "rubric" if held else None
+    state.rubric_version_id = ClaimCheck.model_validate_json(held[0]).rubric_version_id if held else None
     return out
 
 
-def _decide(state: ClaimState, rubric: RubricVersion | None, now: datetime) -> Outgoing:
+def _resend(state: ClaimState, rubrics: RubricLookup, pick: Callable[[Vote], bool]) -> list[Outgoing]:
+    return [_decision(state.claim_id, state.votes[: i + 1], rubrics)[0]
+            for i, vote in enumerate(state.votes) if pick(vote)]  # fmt: skip
+
+
+def _decision(claim_id: str, votes: list[Vote], rubrics: RubricLookup) -> tuple[Outgoing, bool]:
+    """The routing decision made when `votes[-1]` arrived; a pure function of the votes so far."""
+    latest = votes[-1]
+    rubric: RubricVersion | None = rubrics(latest.rubric_version_id) if latest.rubric_version_id else None
     policy = rubric.routing if rubric else RoutingPolicy()
-    checks = state.checks
-    judge_ids = [c.judge_id for c in checks]
-    latest = checks[-1]
-    if len(checks) == 1:
-        decision = route(latest, policy)
+    judge_ids = [v.judge_id for v in votes]
+    ident = event_id("route-claim", claim_id, *judge_ids)
+    if len(votes) == 1:
+        decision = route(_Claimed(claim_id, latest.verdict, latest.score, latest.confidence), policy)
         routed = RoutingDecision(
-            event_id=event_id("route-claim", state.claim_id, *judge_ids),
-            subject="claim", claim_id=state.claim_id, route=decision.route, reason=decision.reason,
-            verdict=latest.verdict, score=latest.score, confidence=latest.confidence,
-            judge_ids=judge_ids, input_ids=[check_id(latest)], policy=policy,
-            decided_at=now.isoformat().replace("+00:00", "Z"),
+            event_id=ident, subject="claim", claim_id=claim_id, route=decision.route, reason=decision.reason,
+            verdict=latest.verdict, score=latest.score, confidence=latest.confidence,  # type: ignore[arg-type]
+            judge_ids=judge_ids, policy=policy, input_ids=[check_id(claim_id, latest.judge_id)],
+            decided_at=latest.decided_at,
         )  # fmt: skip
     else:
         mode = rubric.aggregation_mode if rubric else "majority"
         tie = rubric.tie_rule if rubric else "unclear"
-        agg = aggregate_verdicts(checks, mode, tie)
+        agg = aggregate_verdicts(votes, mode, tie)
         decision = route_aggregate(agg)
         routed = RoutingDecision(
-            event_id=event_id("route-claim", state.claim_id, *judge_ids),
-            subject="claim", claim_id=state.claim_id, route=decision.route, reason=decision.reason,
-            verdict=agg.verdict, score=None, confidence=None, judge_ids=judge_ids,
-            input_ids=[check_id(c) for c in checks], policy=policy, aggregation_mode=mode,
-            tie_rule=tie, agreement=agg.agreement, decided_at=now.isoformat().replace("+00:00", "Z"),
+            event_id=ident, subject="claim", claim_id=claim_id, route=decision.route, reason=decision.reason,
+            verdict=agg.verdict, score=None, confidence=None, judge_ids=judge_ids, policy=policy,
+            aggregation_mode=mode, tie_rule=tie, agreement=agg.agreement, decided_at=latest.decided_at,
+            input_ids=[check_id(claim_id, v.judge_id) for v in votes],
         )  # fmt: skip
-    return Outgoing(decision.route, state.claim_id.encode(), routed.model_dump_json().encode())
+    return Outgoing(
+        decision.route, claim_id.encode(), routed.model_dump_json().encode()
+    ), decision.route != "second_judge"
+
+
+def expired(state: ClaimState, now: datetime, retention: timedelta) -> bool:
+    return (
+        state.decided_at is not None and not state.held and datetime.fromisoformat(state.decided_at) + retention <= now
+    )
+
+
+def _due(doc: State, now: datetime, retention: timedelta) -> bool:
+    decided = doc.get("decided_at")
+    return isinstance(decided, str) and not doc.get("held") and datetime.fromisoformat(decided) + retention <= now
+
+
+class ClaimStage:
+    """Validate, route and aggregate claim checks in one step (one consume per check)."""
+
+    name = "route_claims"
+    reads: tuple[str, ...] = ("checks", "checks_rekeyed", "claims_control")
+    writes: tuple[str, ...] = ("checks_valid", "checks_rekeyed", "invalid", "done", "second_judge", "human_review")
+    keeps = "claim_state"
+    does = ("validate each claim check, route the first verdict by its rubric's policy, aggregate later judges' "
+            "verdicts; re-key a check whose key is not its claim_id; hold checks whose rubric is unknown")  # fmt: skip
+
+    def __init__(self, rubrics: RubricLookup, *, clock: Clock, retention: timedelta, max_payload_bytes: int) -> None:
+        self.rubrics = rubrics
+        self.clock = clock
+        self.retention = retention
+        self.max_payload_bytes = max_payload_bytes
+
+    def handle(self, record: Inbound, stored: State | None) -> Step:
+        now = self.clock()
+        key = (record.key or b"").decode(errors="replace")
+        if record.role == "claims_control":
+            if stored is None:
+                return Step.emit([])
+            state = ClaimState.model_validate(stored)
+            kind = json.loads(record.value or b"{}").get("kind")
+            if kind == "expire":
+                return Step.store(None, []) if expired(state, now, self.retention) else Step.emit([])
+            state, out = on_resume(state, self.rubrics, now)
+            return self._keep(state, out, now)
+        admitted = admit_claim_check(record.value or b"", record.origin(), now=now, max_bytes=self.max_payload_bytes)
+        check = admitted.event
+        if check is None:
+            return Step.emit(admitted.records)
+        if record.role == "checks" and key != check.claim_id:
+            return Step.emit([Outgoing("checks_rekeyed", check.claim_id.encode(), record.value or b"",
+                                       _origin_header(record))])  # fmt: skip
+        state = ClaimState.model_validate(stored) if stored else ClaimState(claim_id=check.claim_id,
+                                                                            partition=record.src.partition)  # fmt: skip
+        known = state.knows(check.judge_id)
+        state, out = on_check(state, check, self.rubrics, now)
+        if known:
+            return Step.emit([*admitted.records, *out])
+        return self._keep(state, [*admitted.records, *out], now)
+
+    def _keep(self, state: ClaimState, out: list[Outgoing], now: datetime) -> Step:
+        if self.retention <= timedelta(0) and expired(state, now, self.retention):
+            return Step.store(None, out)
+        return Step.store(state.model_dump(mode="json", exclude_defaults=True), out)
+
+    def sweep(self, states: list[tuple[str, State]]) -> list[Outgoing]:
+        """Control records for the claims that need one: a held rubric arrived, or retention ran out."""
+        now = self.clock()
+        out = []
+        for key, doc in states:
+            if doc.get("waiting_for") == "rubric" and self.rubrics(doc.get("rubric_version_id") or ""):
+                out.append(Outgoing("claims_control", key.encode(), RESUME))
+            elif _due(doc, now, self.retention):
+                out.append(Outgoing("claims_control", key.encode(), EXPIRE))
+        return out
+
+
+def _origin_header(record: Inbound) -> list[tuple[str, bytes]]:
+    return [(H_SOURCE, record.origin().coordinates().encode())]

@@ -12,18 +12,33 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, TypeVar
 
 from schemas import (
+    ClaimCheck,
     ContractError,
     ContractWarning,
     InvalidEvent,
+    JudgeOutput,
     RoutingDecision,
+    RubricVersion,
     validate_claim_check,
     validate_judge_output,
 )
 from schemas.decoding import MAX_PAYLOAD_BYTES, decode_object
+from streams.envelope import (
+    H_ERROR_CODES,
+    H_SOURCE,
+    H_SOURCE_VERSION,
+    H_WARNINGS,
+    Headers,
+    Outgoing,
+    SourceRef,
+    iso,
+    utc_now,
+)
 from streams.ids import event_id
 from streams.routing import route_invalid
 
@@ -33,43 +48,26 @@ DEAD_LETTER_KEEP_BYTES = 64 * 1024
 sha256 (base64 would push the record past Kafka's 1 MiB default); the whole
 original stays at its source coordinates, since input topics keep everything."""
 
-H_SOURCE = "judgeflow-source"
-H_SOURCE_VERSION = "judgeflow-source-version"
-H_WARNINGS = "judgeflow-warnings"
-H_ERROR_CODES = "judgeflow-error-codes"
-
-Headers = list[tuple[str, bytes]]
-
-
-@dataclass(frozen=True)
-class SourceRef:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None = None
-
-    def coordinates(self) -> str:
-        return f"{self.topic}/{self.partition}/{self.offset}"
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    """A record to publish; `role` names a field of `TopicNames`."""
-
-    role: str
-    key: bytes | None
-    value: bytes
-    headers: Headers = field(default_factory=list)
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
-
 
 def _warning_header(warnings: tuple[ContractWarning, ...]) -> Headers:
     if not warnings:
         return []
     return [(H_WARNINGS, json.dumps([w.to_dict() for w in warnings]).encode())]
+
+
+__all__ = ["H_ERROR_CODES", "H_SOURCE", "H_SOURCE_VERSION", "H_WARNINGS", "Outgoing", "SourceRef",
+           "Admitted", "admit_claim_check", "admit_judge_output", "dead_letter", "screen_claim_check",
+           "screen_judge_output"]  # fmt: skip
+
+E = TypeVar("E")
+
+
+@dataclass(frozen=True)
+class Admitted(Generic[E]):
+    """The edge's verdict on one record: the valid event (or None) and what to publish for it."""
+
+    event: E | None
+    records: list[Outgoing]
 
 
 def dead_letter(
@@ -90,7 +88,7 @@ def dead_letter(
         original_truncated=truncated,
         error_codes=error.codes,
         errors=[e.to_dict() for e in error.errors[:50]],
-        received_at=received_at or now_iso(),
+        received_at=received_at or iso(utc_now()),
     )
     return Outgoing(
         role="invalid",
@@ -100,18 +98,30 @@ def dead_letter(
     )
 
 
-def screen_judge_output(raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> list[Outgoing]:
+def admit_judge_output(
+    raw: bytes,
+    src: SourceRef,
+    *,
+    rubric: RubricVersion | None = None,
+    max_bytes: int = MAX_PAYLOAD_BYTES,
+) -> Admitted[JudgeOutput]:
+    """Validate one judge output (with its rubric when known); the valid one goes on to the validated topic."""
     try:
-        parsed = validate_judge_output(raw, max_bytes=max_bytes)
+        parsed = validate_judge_output(raw, rubric=rubric, max_bytes=max_bytes)
     except ContractError as err:
-        return [dead_letter(raw, src, "judge_output", err)]
+        return Admitted(None, [dead_letter(raw, src, "judge_output", err)])
     out = parsed.event
     headers = [
         (H_SOURCE, src.coordinates().encode()),
         (H_SOURCE_VERSION, parsed.source_version.encode()),
         *_warning_header(parsed.warnings),
     ]
-    return [Outgoing("judge_outputs_valid", out.evaluation_run_id.encode(), out.model_dump_json().encode(), headers)]
+    record = Outgoing("judge_outputs_valid", out.evaluation_run_id.encode(), out.model_dump_json().encode(), headers)
+    return Admitted(out, [record])
+
+
+def screen_judge_output(raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> list[Outgoing]:
+    return admit_judge_output(raw, src, max_bytes=max_bytes).records
 
 
 def _readable_claim(raw: bytes) -> tuple[str | None, str | None]:
@@ -126,14 +136,18 @@ def _readable_claim(raw: bytes) -> tuple[str | None, str | None]:
     )
 
 
-def screen_claim_check(raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> list[Outgoing]:
+def admit_claim_check(
+    raw: bytes, src: SourceRef, *, now: datetime | None = None, max_bytes: int = MAX_PAYLOAD_BYTES
+) -> Admitted[ClaimCheck]:
+    """Validate one claim check. An invalid one is dead-lettered and, when its claim_id is readable,
+    queued for humans as `unclear` (DESIGN decision 5)."""
     try:
         parsed = validate_claim_check(raw, max_bytes=max_bytes)
     except ContractError as err:
         dlq = dead_letter(raw, src, "claim_check", err)
         claim_id, judge_id = _readable_claim(raw) if len(raw) <= max_bytes else (None, None)
         if claim_id is None:
-            return [dlq]
+            return Admitted(None, [dlq])
         decision = route_invalid()
         routed = RoutingDecision(
             event_id=event_id("route-invalid", src.coordinates()),
@@ -146,17 +160,16 @@ def screen_claim_check(raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYLO
             confidence=0.0,
             judge_ids=[judge_id] if judge_id else [],
             input_ids=[event_id("invalid", src.coordinates())],
-            decided_at=now_iso(),
+            decided_at=iso(now or utc_now()),
         )
-        return [
-            dlq,
-            Outgoing(
-                "human_review",
-                claim_id.encode(),
-                routed.model_dump_json().encode(),
-                [(H_SOURCE, src.coordinates().encode())],
-            ),
-        ]
+        source = [(H_SOURCE, src.coordinates().encode())]
+        return Admitted(None, [dlq, Outgoing("human_review", claim_id.encode(), routed.model_dump_json().encode(),
+                                             source)])  # fmt: skip
     check = parsed.event
     headers = [(H_SOURCE, src.coordinates().encode()), (H_SOURCE_VERSION, parsed.source_version.encode())]
-    return [Outgoing("checks_valid", check.claim_id.encode(), check.model_dump_json().encode(), headers)]
+    record = Outgoing("checks_valid", check.claim_id.encode(), check.model_dump_json().encode(), headers)
+    return Admitted(check, [record])
+
+
+def screen_claim_check(raw: bytes, src: SourceRef, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> list[Outgoing]:
+    return admit_claim_check(raw, src, max_bytes=max_bytes).records

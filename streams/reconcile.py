@@ -17,12 +17,13 @@ from collections.abc import Iterable, Sequence
 from schemas import ContradictionDetail, JudgeOutput, ReconciliationResult, RubricVersion
 from schemas.events import ContradictionScore
 from schemas.rubric import ReconciliationMethod
+from streams.judge_summary import JudgeSummary, summarize
 from streams.rounding import js_round
 
 CONTRADICTION_SPREAD = 25
 CONFIDENCE_WEIGHTS = {"high": 1.0, "medium": 0.7, "low": 0.4}
 
-__all__ = ["CONTRADICTION_SPREAD", "NoSuccessfulJudge", "ReconciliationResult", "reconcile"]
+__all__ = ["CONTRADICTION_SPREAD", "NoSuccessfulJudge", "ReconciliationResult", "reconcile", "reconcile_summaries"]
 
 
 class NoSuccessfulJudge(ValueError):
@@ -51,6 +52,19 @@ def reconcile(
     expected_judges: Iterable[str] = (),
     rubric: RubricVersion | None = None,
 ) -> ReconciliationResult:
+    """Seed 000's reconciliation of whole judge outputs (DESIGN's public API)."""
+    return reconcile_summaries([summarize(o) for o in outputs], method, expected_judges=expected_judges,
+                               rubric=rubric)  # fmt: skip
+
+
+def reconcile_summaries(
+    outputs: Sequence[JudgeSummary],
+    method: ReconciliationMethod = "mean",
+    *,
+    expected_judges: Iterable[str] = (),
+    rubric: RubricVersion | None = None,
+) -> ReconciliationResult:
+    """The same rule over the compact records a run's state keeps."""
     if method not in ("mean", "median", "weighted_judge_confidence"):
         raise ValueError(f"unknown reconciliation method {method!r}")
     successful = [o for o in outputs if o.status != "failed"]
@@ -59,8 +73,8 @@ def reconcile(
 
     by_judge: dict[str, dict[str, int]] = {}
     for o in successful:
-        by_judge[o.judge_model] = {lane.lane_key: lane.lane_score for lane in o.lane_scores}
-    lane_keys = list(dict.fromkeys(lane.lane_key for o in successful for lane in o.lane_scores))
+        by_judge[o.judge_model] = dict(o.lanes)
+    lane_keys = list(dict.fromkeys(key for o in successful for key in o.lanes))
     weight_of = {o.judge_model: CONFIDENCE_WEIGHTS.get(o.confidence, 0.7) for o in successful}
 
     contradictions: list[ContradictionDetail] = []

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas import ClaimCheck, JudgeOutput, ReconciliationResult, RoutingPolicy
+from schemas import ClaimCheck, ReconciliationResult, RoutingPolicy
 from streams.aggregate import AggregateVerdict
+from streams.judge_summary import JudgeSummary
 
 Route = Literal["done", "second_judge", "human_review"]
 
@@ -23,6 +24,19 @@ __all__ = [
     "Route", "RouteDecision", "RoutingPolicy", "route", "route_aggregate", "route_evaluation",
     "route_invalid", "spot_sampled",
 ]  # fmt: skip
+
+
+class Verdict(Protocol):
+    """What routing reads of a claim check (a `ClaimCheck`, or the compact vote a claim's state keeps)."""
+
+    @property
+    def claim_id(self) -> str: ...
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def score(self) -> float | None: ...
+    @property
+    def confidence(self) -> float: ...
 
 
 class RouteDecision(BaseModel):
@@ -42,7 +56,7 @@ def spot_sampled(claim_id: str, rate: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < rate
 
 
-def route(check: ClaimCheck, policy: RoutingPolicy | None = None) -> RouteDecision:
+def route(check: Verdict | ClaimCheck, policy: RoutingPolicy | None = None) -> RouteDecision:
     """Seed 003's four branches in order, then the confident-failure sample."""
     p = policy or RoutingPolicy()
     score, conf, verdict = check.score, check.confidence, check.verdict
@@ -69,7 +83,7 @@ def route_invalid() -> RouteDecision:
     return RouteDecision(route="human_review", reason="invalid")
 
 
-def route_evaluation(result: ReconciliationResult | None, outputs: Sequence[JudgeOutput]) -> RouteDecision:
+def route_evaluation(result: ReconciliationResult | None, outputs: Sequence[JudgeSummary]) -> RouteDecision:
     """DESIGN decision 10, for a final reconciliation.
 
     Human review when judges contradict each other, any judge set an
@@ -81,9 +95,9 @@ def route_evaluation(result: ReconciliationResult | None, outputs: Sequence[Judg
     reasons = []
     if result.has_contradictions:
         reasons.append("contradictions")
-    if any(f.auto_disqualify for o in successful for f in o.flags):
+    if any(o.auto_disqualify for o in successful):
         reasons.append("auto_disqualify")
-    if any(f.severity == "critical" for o in successful for f in o.flags):
+    if any(o.critical for o in successful):
         reasons.append("critical_flag")
     if successful and all(o.confidence == "low" for o in successful):
         reasons.append("low_confidence")

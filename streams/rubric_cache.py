@@ -14,6 +14,8 @@ import logging
 from typing import Any
 
 from schemas import ContractError, RubricVersion, parse_rubric
+from streams.edge import dead_letter
+from streams.stage import Inbound, State, Step
 
 log = logging.getLogger("judgeflow.rubrics")
 
@@ -39,6 +41,11 @@ class RubricCache:
             rubric = parse_rubric(value)
         except ContractError as err:
             log.warning("ignoring invalid rubric (dead-lettered by validate_rubrics): %s", err.codes)
+            return
+        if key is not None and key.decode(errors="replace") != rubric.rubric_version_id:
+            log.warning(
+                "ignoring rubric %s under key %r (dead-lettered as KEY_MISMATCH)", rubric.rubric_version_id, key
+            )
             return
         self.rubrics[rubric.rubric_version_id] = rubric
         self.version += 1
@@ -76,3 +83,24 @@ class RubricCache:
             if await consumer.position(tp) < end[tp]:
                 return False
         return True
+
+
+class RubricStage:
+    """Dead-letter invalid rubric versions; valid ones feed every worker's `RubricCache`."""
+
+    name = "validate_rubrics"
+    reads: tuple[str, ...] = ("rubrics",)
+    writes: tuple[str, ...] = ("invalid",)
+    does = "dead-letter invalid rubric versions and those keyed by another id (valid ones feed the rubric cache)"
+
+    def handle(self, record: Inbound, stored: State | None) -> Step:
+        if record.value is None:
+            return Step.emit([])  # a tombstone retires a rubric version
+        try:
+            rubric = parse_rubric(record.value)
+        except ContractError as err:
+            return Step.emit([dead_letter(record.value, record.src, "rubric", err)])
+        if record.key is not None and record.key.decode(errors="replace") != rubric.rubric_version_id:
+            mismatch = ContractError.single("KEY_MISMATCH", "key must be the rubric_version_id")
+            return Step.emit([dead_letter(record.value, record.src, "rubric", mismatch)])
+        return Step.emit([])

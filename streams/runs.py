@@ -1,18 +1,23 @@
-"""Per-evaluation-run state machine: pure, so it is unit-tested without Faust.
+"""Evaluation runs: collect judge outputs, reconcile, route the final result; keep only what that needs.
 
-An evaluation run collects judge outputs. Outputs that arrive before their
-run or rubric are held. Once both are known, each accepted output yields a
-provisional revision on `evaluation.reconciled`; when every expected judge
-is in (a timed-out judge counts once its failed stub arrives) the run emits a
-final revision and its routing decision (DESIGN decisions 7 and 10).
-Nothing here reads a clock: `now` is passed in.
+Outputs that arrive before their run or rubric are held as the bytes received (one bounded hold for all
+held events) and validated against the rubric when it is known. Each accepted output yields a provisional
+revision on `evaluation.reconciled`; when every expected judge is in (a timed-out judge counts once its
+failed stub arrives) the run emits a final revision and its routing decision (DESIGN decisions 7 and 10).
+
+The state keeps one `JudgeSummary` per accepted judge and one line per revision (how many judges it saw,
+whether final, when, and which input caused it), never whole documents or the records sent: a redelivered
+input regenerates exactly the records it caused, with the same ids and bytes. Once final, the state is
+deleted after the retention (DESIGN decision 11); an output for a run whose state has expired is held like
+one for an unknown run, and reported stale. Nothing here reads a clock: `now` is passed in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import base64
+import json
+import logging
 from datetime import datetime, timedelta
-from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -20,25 +25,47 @@ from schemas import (
     ContractError,
     EvaluationRunStarted,
     JudgeOutput,
+    ReconciliationResult,
     ReconciliationRevision,
     RoutingDecision,
     RubricVersion,
-    check_against_rubric,
+    parse_evaluation_run,
+    validate_judge_output,
 )
 from schemas.types import parse_timestamp
-from streams.edge import Outgoing, SourceRef, dead_letter
+from streams.edge import admit_judge_output, dead_letter
+from streams.envelope import H_SOURCE, Outgoing, SourceRef, iso
 from streams.ids import event_id
-from streams.outbox import from_dict, to_dict
-from streams.reconcile import NoSuccessfulJudge, reconcile
+from streams.judge_summary import JudgeSummary, summarize
+from streams.reconcile import NoSuccessfulJudge, reconcile_summaries
 from streams.routing import route_evaluation
+from streams.stage import Clock, Inbound, RubricLookup, State, Step
 
+log = logging.getLogger("judgeflow.streams")
 TIMEOUT_MARK = "timeout:"
-RubricLookup = Callable[[str], RubricVersion | None]
+RESUME = b'{"kind":"resume"}'
+EXPIRE = b'{"kind":"expire"}'
 
 
 class HeldOutput(BaseModel):
-    output: JudgeOutput
-    source: str = ""
+    """A judge output waiting for its run or rubric: the bytes received, where from, and its identity."""
+
+    judge_run_id: str
+    judge_model: str
+    source: str
+    raw_b64: str
+
+    def raw(self) -> bytes:
+        return base64.b64decode(self.raw_b64)
+
+
+class Revision(BaseModel):
+    """Revision `index + 1` of a run: reconciled over the first `judges` accepted judges."""
+
+    judges: int
+    final: bool
+    at: str
+    trigger: str
 
 
 class RunState(BaseModel):
@@ -46,46 +73,44 @@ class RunState(BaseModel):
     partition: int
     run: EvaluationRunStarted | None = None
     held: list[HeldOutput] = Field(default_factory=list)
-    accepted: list[JudgeOutput] = Field(default_factory=list)
-    revision: int = 0
+    judges: list[JudgeSummary] = Field(default_factory=list)
+    revisions: list[Revision] = Field(default_factory=list)
     final: bool = False
     first_seen_at: str
     run_seen_at: str | None = None
-    outbox: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
-    # Flat copies for the timer, which scans without parsing the whole state.
+    finalized_at: str | None = None
+    # Flat copies for the timer, which reads them without parsing the whole state.
     deadline: str | None = None
     waiting_for: str | None = None
     rubric_version_id: str | None = None
 
     @classmethod
     def new(cls, run_id: str, partition: int, now: datetime) -> RunState:
-        return cls(evaluation_run_id=run_id, partition=partition, first_seen_at=_iso(now))
+        return cls(evaluation_run_id=run_id, partition=partition, first_seen_at=iso(now))
+
+    @property
+    def revision(self) -> int:
+        return len(self.revisions)
 
     def models_in(self) -> set[str]:
-        return {o.judge_model for o in self.accepted} | {h.output.judge_model for h in self.held}
+        return {j.judge_model for j in self.judges} | {h.judge_model for h in self.held}
 
     def knows(self, judge_run_id: str) -> bool:
-        return any(o.judge_run_id == judge_run_id for o in self.accepted) or any(
-            h.output.judge_run_id == judge_run_id for h in self.held
+        return any(j.judge_run_id == judge_run_id for j in self.judges) or any(
+            h.judge_run_id == judge_run_id for h in self.held
         )
 
 
 def _copy(state: RunState) -> RunState:
-    """A copy safe to change: the containers are new, their items (frozen
-    contract models, outbox entries that are never edited) are shared.
-    A deep copy cost more than the rest of the transition."""
-    return state.model_copy(update={"held": list(state.held), "accepted": list(state.accepted),
-                                    "outbox": dict(state.outbox)})  # fmt: skip
-
-
-def _iso(ts: datetime) -> str:
-    return ts.isoformat().replace("+00:00", "Z")
+    """A copy safe to change: new containers, shared frozen items."""
+    return state.model_copy(update={"held": list(state.held), "judges": list(state.judges),
+                                    "revisions": list(state.revisions)})  # fmt: skip
 
 
 def _refresh(state: RunState, rubrics: RubricLookup) -> None:
     if state.run is None:
         state.waiting_for = "run"
-        state.rubric_version_id = state.held[0].output.rubric_version_id if state.held else None
+        state.rubric_version_id = None
         return
     state.rubric_version_id = state.run.rubric_version_id
     state.waiting_for = None if rubrics(state.run.rubric_version_id) else "rubric"
@@ -95,19 +120,28 @@ def _refresh(state: RunState, rubrics: RubricLookup) -> None:
     started = parse_timestamp(state.run.started_at)
     if state.run_seen_at is not None:
         started = max(started, parse_timestamp(state.run_seen_at))
-    state.deadline = _iso(started + timedelta(seconds=state.run.judge_timeout_seconds))
+    state.deadline = iso(started + timedelta(seconds=state.run.judge_timeout_seconds))
 
 
 def on_output(
-    state: RunState, output: JudgeOutput, source: str, rubrics: RubricLookup, now: datetime
-) -> tuple[RunState, list[Outgoing]]:
-    """A validated judge output arrived. Duplicates (same judge_run_id) change nothing."""
+    state: RunState, output: JudgeOutput, source: SourceRef, raw: bytes, rubrics: RubricLookup, now: datetime,
+    *, checked: bool = False,
+) -> tuple[RunState, list[Outgoing]]:  # fmt: skip
+    """A valid judge output arrived (`checked`: already validated against the run's rubric).
+    A duplicate (same judge_run_id) re-sends what it caused, and changes nothing."""
     if state.knows(output.judge_run_id):
-        return state, resend(state, output.judge_run_id)
+        return state, resend(state, output.judge_run_id, rubrics)
+    if state.final:
+        return state, []  # late (e.g. after its judge's timeout stub): projected, not reconciled
     state = _copy(state)
-    state.held.append(HeldOutput(output=output, source=source))
-    out = _advance(state, rubrics, now)
-    state.outbox[output.judge_run_id] = [to_dict(r) for r in out]
+    out: list[Outgoing] = []
+    if checked and state.run is not None:
+        state.judges.append(summarize(output))
+        out += _revise(state, rubrics, now, output.judge_run_id, final=False)
+    else:
+        state.held.append(HeldOutput(judge_run_id=output.judge_run_id, judge_model=output.judge_model,
+                                     source=source.coordinates(), raw_b64=base64.b64encode(raw).decode()))  # fmt: skip
+    out += _advance(state, rubrics, now, output.judge_run_id)
     return state, out
 
 
@@ -115,29 +149,33 @@ def on_run(
     state: RunState, run: EvaluationRunStarted, rubrics: RubricLookup, now: datetime
 ) -> tuple[RunState, list[Outgoing]]:
     if state.run is not None:
-        return state, resend(state, "run")
+        return state, resend(state, "run", rubrics)
     state = _copy(state)
     state.run = run
-    state.run_seen_at = _iso(now)
-    out = _advance(state, rubrics, now)
-    state.outbox["run"] = [to_dict(r) for r in out]
-    return state, out
+    state.run_seen_at = iso(now)
+    return state, _advance(state, rubrics, now, "run")
 
 
 def on_resume(state: RunState, rubrics: RubricLookup, now: datetime) -> tuple[RunState, list[Outgoing]]:
-    """The timer saw the run's rubric arrive: release what was held."""
+    """The timer saw the run's rubric arrive: release what was held (a redelivered resume re-sends)."""
+    if not state.held:
+        return state, resend(state, "resume", rubrics)
     state = _copy(state)
-    out = _advance(state, rubrics, now)
-    if out:
-        state.outbox[f"resume-{state.revision}"] = [to_dict(r) for r in out]
-    return state, out
+    return state, _advance(state, rubrics, now, "resume")
 
 
-def resend(state: RunState, trigger: str) -> list[Outgoing]:
-    return [from_dict(r) for r in state.outbox.get(trigger, [])]
+def resend(state: RunState, trigger: str, rubrics: RubricLookup) -> list[Outgoing]:
+    """The records `trigger` caused when it was first processed, regenerated from the state."""
+    if state.run is None:
+        return []
+    rubric = rubrics(state.run.rubric_version_id)
+    if rubric is None:
+        return []
+    return [r for i, rev in enumerate(state.revisions) if rev.trigger == trigger
+            for r in _records(state, rubric, i)]  # fmt: skip
 
 
-def _advance(state: RunState, rubrics: RubricLookup, now: datetime) -> list[Outgoing]:
+def _advance(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str) -> list[Outgoing]:
     _refresh(state, rubrics)
     if state.run is None or state.waiting_for is not None or state.final:
         return []
@@ -146,82 +184,86 @@ def _advance(state: RunState, rubrics: RubricLookup, now: datetime) -> list[Outg
     out: list[Outgoing] = []
     held, state.held = state.held, []
     for item in held:
+        src = SourceRef.parse(item.source)
+        raw = item.raw()
         try:
-            if item.output.rubric_version_id != state.run.rubric_version_id:
-                raise ContractError.single(
-                    "RUBRIC_MISMATCH",
-                    f"run uses rubric {state.run.rubric_version_id}",
-                    ("rubric_version_id",),
-                )
-            check_against_rubric(item.output, rubric)
+            output = validate_judge_output(raw, rubric=rubric).event
         except ContractError as err:
-            out.append(dead_letter(item.output.model_dump_json().encode(), _source(item.source),
-                                   "judge_output", err))  # fmt: skip
+            out.append(dead_letter(raw, src, "judge_output", err))
             continue
-        state.accepted.append(item.output)
-        out.extend(_revision(state, rubric, now, final=False))
-    if not state.final and set(state.run.expected_judge_models) <= {o.judge_model for o in state.accepted}:
-        out.extend(_revision(state, rubric, now, final=True))
+        state.judges.append(summarize(output))
+        out += _revise(state, rubrics, now, trigger, final=False)
+    if not state.final and set(state.run.expected_judge_models) <= {j.judge_model for j in state.judges}:
+        out += _revise(state, rubrics, now, trigger, final=True)
     return out
 
 
-def _source(coordinates: str) -> SourceRef:
-    topic, _, rest = coordinates.rpartition("/")
-    topic, _, partition = topic.rpartition("/")
-    try:
-        return SourceRef(topic, int(partition), int(rest))
-    except ValueError:
-        return SourceRef(coordinates or "unknown", -1, -1)
-
-
-def _revision(state: RunState, rubric: RubricVersion, now: datetime, *, final: bool) -> list[Outgoing]:
+def _reconcile(state: RunState, rubric: RubricVersion, judges: list[JudgeSummary]) -> ReconciliationResult | None:
     assert state.run is not None
-    run = state.run
     try:
-        result = reconcile(state.accepted, rubric.reconciliation_method,
-                           expected_judges=run.expected_judge_models, rubric=rubric)  # fmt: skip
+        return reconcile_summaries(judges, rubric.reconciliation_method,
+                                   expected_judges=state.run.expected_judge_models, rubric=rubric)  # fmt: skip
     except NoSuccessfulJudge:
-        result = None
-    if result is None and not final:
+        return None
+
+
+def _revise(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str, *, final: bool) -> list[Outgoing]:
+    assert state.run is not None
+    rubric = rubrics(state.run.rubric_version_id)
+    assert rubric is not None
+    if not final and _reconcile(state, rubric, state.judges) is None:
         return []  # nothing to show yet
-    state.revision += 1
-    ids = [o.judge_run_id for o in state.accepted]
-    status = "final" if final else "provisional"
+    state.revisions.append(Revision(judges=len(state.judges), final=final, at=iso(now), trigger=trigger))
+    if final:
+        state.final = True
+        state.finalized_at = iso(now)
+    return _records(state, rubric, len(state.revisions) - 1)
+
+
+def _records(state: RunState, rubric: RubricVersion, index: int) -> list[Outgoing]:
+    """Revision `index + 1` (and, when final, the run's routing decision), a pure function of the state."""
+    run = state.run
+    assert run is not None
+    rev = state.revisions[index]
+    judges = state.judges[: rev.judges]
+    result = _reconcile(state, rubric, judges)
+    ids = [j.judge_run_id for j in judges]
+    status = "final" if rev.final else "provisional"
+    number = index + 1
     records = []
     if result is not None:
-        timed_out = any((o.failure_reason or "").startswith(TIMEOUT_MARK) for o in state.accepted)
+        timed_out = any((j.failure_reason or "").startswith(TIMEOUT_MARK) for j in judges)
         revision = ReconciliationRevision(
-            event_id=event_id("reconciled", run.evaluation_run_id, status, state.revision, *sorted(ids)),
+            event_id=event_id("reconciled", run.evaluation_run_id, status, number, *sorted(ids)),
             evaluation_run_id=run.evaluation_run_id,
             submission_id=run.submission_id,
             rubric_version_id=run.rubric_version_id,
-            revision=state.revision,
+            revision=number,
             status=status,  # type: ignore[arg-type]
-            final_reason=("timeout" if timed_out else "all_judges_in") if final else None,
+            final_reason=("timeout" if timed_out else "all_judges_in") if rev.final else None,
             judge_run_ids=ids,
             expected_judge_models=run.expected_judge_models,
             result=result,
-            emitted_at=_iso(now),
+            emitted_at=rev.at,
         )
         records.append(Outgoing("reconciled", run.evaluation_run_id.encode(), revision.model_dump_json().encode()))
-    if final:
-        state.final = True
-        decision = route_evaluation(result, state.accepted)
+    if rev.final:
+        decision = route_evaluation(result, judges)
         routed = RoutingDecision(
             event_id=event_id("route-evaluation", run.evaluation_run_id),
             subject="evaluation",
             evaluation_run_id=run.evaluation_run_id,
             route=decision.route,
             reason=decision.reason,
-            judge_ids=[o.judge_model for o in state.accepted],
+            judge_ids=[j.judge_model for j in judges],
             input_ids=ids,
-            decided_at=_iso(now),
+            decided_at=rev.at,
         )
         records.append(Outgoing(decision.route, run.evaluation_run_id.encode(), routed.model_dump_json().encode()))
     return records
 
 
-def missing_judges_after_deadline(state: dict[str, Any], now: datetime) -> bool:
+def missing_judges_after_deadline(state: State, now: datetime) -> bool:
     """Cheap pre-check on the stored dict, for the timer's sweep."""
     return not state.get("final") and state.get("deadline") is not None and parse_timestamp(state["deadline"]) <= now
 
@@ -234,44 +276,145 @@ def timeout_stubs(state: RunState, now: datetime) -> list[JudgeOutput]:
     if run is None or state.final or state.deadline is None or parse_timestamp(state.deadline) > now:
         return []
     present = state.models_in()
-    stubs = []
-    for judge in run.expected_judge_models:
-        if judge in present:
-            continue
-        reason = f"{TIMEOUT_MARK} no output within the {run.judge_timeout_seconds:g}s judge timeout"
-        stubs.append(
-            JudgeOutput.model_validate(
-                {
-                    "schema_version": "2.1",
-                    "judge_model": judge,
-                    "judge_run_id": event_id("timeout-stub", run.evaluation_run_id, judge),
-                    "evaluation_run_id": run.evaluation_run_id,
-                    "submission_id": run.submission_id,
-                    "rubric_version_id": run.rubric_version_id,
-                    "overall_score": 0,
-                    "lane_scores": [],
-                    "positive_signal": None,
-                    "primary_weakness": None,
-                    "confidence": "low",
-                    "confidence_reasoning": f"Judge failed: {reason}",
-                    "flags": [],
-                    "integrity_adjustments": [],
-                    "integrity_adjusted_score": 0,
-                    "telemetry_summary": {
-                        "tool_call_count": None,
-                        "step_count": None,
-                        "error_count": None,
-                        "error_rate": None,
-                        "total_tokens_used": None,
-                        "wall_time_seconds": None,
-                        "telemetry_unavailable_reason": "judge timed out",
-                    },  # fmt: skip
-                    "status": "failed",
-                    "failure_reason": reason,
-                    "completed_lane_keys": [],
-                    "judge_started_at": run.started_at,
-                    "judge_completed_at": None,
-                }
-            )
-        )
-    return stubs
+    reason = f"{TIMEOUT_MARK} no output within the {run.judge_timeout_seconds:g}s judge timeout"
+    return [_stub(run, judge, reason) for judge in run.expected_judge_models if judge not in present]
+
+
+def _stub(run: EvaluationRunStarted, judge: str, reason: str) -> JudgeOutput:
+    unavailable = {"tool_call_count": None, "step_count": None, "error_count": None, "error_rate": None,
+                   "total_tokens_used": None, "wall_time_seconds": None,
+                   "telemetry_unavailable_reason": "judge timed out"}  # fmt: skip
+    return JudgeOutput.model_validate(
+        {
+            "schema_version": "2.1",
+            "judge_model": judge,
+            "judge_run_id": event_id("timeout-stub", run.evaluation_run_id, judge),
+            "evaluation_run_id": run.evaluation_run_id,
+            "submission_id": run.submission_id,
+            "rubric_version_id": run.rubric_version_id,
+            "overall_score": 0,
+            "lane_scores": [],
+            "positive_signal": None,
+            "primary_weakness": None,
+            "confidence": "low",
+            "confidence_reasoning": f"Judge failed: {reason}",
+            "flags": [],
+            "integrity_adjustments": [],
+            "integrity_adjusted_score": 0,
+            "telemetry_summary": unavailable,
+            "status": "failed",
+            "failure_reason": reason,
+            "completed_lane_keys": [],
+            "judge_started_at": run.started_at,
+            "judge_completed_at": None,
+        }
+    )
+
+
+def expired(state: State, now: datetime, retention: timedelta) -> bool:
+    finalized = state.get("finalized_at")
+    return bool(state.get("final")) and isinstance(finalized, str) and parse_timestamp(finalized) + retention <= now
+
+
+class RunStage:
+    """Validate judge outputs with their run's rubric, reconcile, and route the final result, in one step."""
+
+    name = "reconcile_runs"
+    reads: tuple[str, ...] = ("judge_outputs", "judge_outputs_rekeyed", "runs", "reconcile_control")
+    writes: tuple[str, ...] = (
+        "judge_outputs_valid",
+        "judge_outputs_rekeyed",
+        "invalid",
+        "reconciled",
+        "done",
+        "human_review",
+    )
+    keeps = "run_state"
+    does = ("validate each judge output (with its run's rubric once known), hold it until run and rubric are known, "
+            "provisional revision per judge, final when all expected judges are in; route the final evaluation; "
+            "re-key an output whose key is not its evaluation_run_id")  # fmt: skip
+
+    def __init__(self, rubrics: RubricLookup, *, clock: Clock, retention: timedelta, max_payload_bytes: int,
+                 stale_after: timedelta = timedelta(minutes=5)) -> None:  # fmt: skip
+        self.rubrics = rubrics
+        self.clock = clock
+        self.retention = retention
+        self.max_payload_bytes = max_payload_bytes
+        self.stale_after = stale_after
+
+    def handle(self, record: Inbound, stored: State | None) -> Step:
+        now = self.clock()
+        key = (record.key or b"").decode(errors="replace")
+        raw = record.value or b""
+        if record.role == "runs":
+            try:
+                run = parse_evaluation_run(raw)
+            except ContractError as err:
+                return Step.emit([dead_letter(raw, record.src, "evaluation_run", err)])
+            if record.key is not None and key != run.evaluation_run_id:
+                return Step.emit([dead_letter(raw, record.src, "evaluation_run", ContractError.single(
+                    "KEY_MISMATCH", "key must be the evaluation_run_id"))])  # fmt: skip
+            state = self._load(stored, run.evaluation_run_id, record, now)
+            known = state.run is not None
+            state, out = on_run(state, run, self.rubrics, now)
+            return Step.emit(out) if known else self._keep(state, out, now)
+        if record.role == "reconcile_control":
+            if stored is None:
+                return Step.emit([])
+            if json.loads(raw or b"{}").get("kind") == "expire":
+                return Step.store(None, []) if expired(stored, now, self.retention) else Step.emit([])
+            state, out = on_resume(RunState.model_validate(stored), self.rubrics, now)
+            return self._keep(state, out, now)
+        known_state = RunState.model_validate(stored) if stored else None
+        started = known_state.run if known_state is not None and not known_state.final else None
+        rubric = self.rubrics(started.rubric_version_id) if started is not None else None
+        origin = record.origin()
+        admitted = admit_judge_output(raw, origin, rubric=rubric, max_bytes=self.max_payload_bytes)
+        output = admitted.event
+        if output is None:
+            return Step.emit(admitted.records)
+        if record.role == "judge_outputs" and key != output.evaluation_run_id:
+            return Step.emit([Outgoing("judge_outputs_rekeyed", output.evaluation_run_id.encode(), raw,
+                                       [(H_SOURCE, origin.coordinates().encode())])])  # fmt: skip
+        state = known_state or RunState.new(output.evaluation_run_id, record.src.partition, now)
+        known = state.knows(output.judge_run_id)
+        final = state.final
+        state, out = on_output(state, output, origin, raw, self.rubrics, now, checked=rubric is not None)
+        records = [*admitted.records, *out]
+        return Step.emit(records) if known or final else self._keep(state, records, now)
+
+    def _load(self, stored: State | None, run_id: str, record: Inbound, now: datetime) -> RunState:
+        return RunState.model_validate(stored) if stored else RunState.new(run_id, record.src.partition, now)
+
+    def _keep(self, state: RunState, out: list[Outgoing], now: datetime) -> Step:
+        doc = state.model_dump(mode="json", exclude_defaults=True)
+        if self.retention <= timedelta(0) and expired(doc, now, self.retention):
+            return Step.store(None, out)
+        return Step.store(doc, out)
+
+    def sweep(self, states: list[tuple[str, State]]) -> list[Outgoing]:
+        """Control and stub records for the runs that need one: a held rubric arrived (resume), judges past
+        the timeout (failed stubs, deterministic ids), or retention ran out (expire)."""
+        now = self.clock()
+        out: list[Outgoing] = []
+        for key, doc in states:
+            if expired(doc, now, self.retention):
+                out.append(Outgoing("reconcile_control", key.encode(), EXPIRE))
+                continue
+            if doc.get("final"):
+                continue
+            if doc.get("waiting_for") == "rubric" and self.rubrics(doc.get("rubric_version_id") or ""):
+                out.append(Outgoing("reconcile_control", key.encode(), RESUME))
+            if missing_judges_after_deadline(doc, now):
+                out += [Outgoing("judge_outputs", key.encode(), stub.model_dump_json().encode())
+                        for stub in timeout_stubs(RunState.model_validate(doc), now)]  # fmt: skip
+        return out
+
+    def stale(self, doc: State) -> str | None:
+        """Why a run is stale (for a warning), or None."""
+        now = self.clock()
+        if doc.get("waiting_for") == "run" and now - parse_timestamp(doc["first_seen_at"]) > self.stale_after:
+            return "outputs held without an evaluation.runs event"
+        if missing_judges_after_deadline(doc, now) and not doc.get("judges") and not doc.get("held"):
+            return "no judge answered before the timeout"
+        return None

@@ -22,6 +22,8 @@ class TopicNames:
     human_review: str = "routing.human_review"
     reconcile_control: str = "judgeflow.reconcile.control"
     claims_control: str = "judgeflow.claims.control"
+    judge_outputs_rekeyed: str = "judgeflow.judge.outputs.rekeyed"
+    checks_rekeyed: str = "judgeflow.judge.checks.rekeyed"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> TopicNames:

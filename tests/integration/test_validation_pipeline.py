@@ -77,7 +77,7 @@ def test_validation_agents_route_valid_and_invalid(kafka_bootstrap: str, tmp_pat
         import urllib.request
 
         scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-    assert 'judgeflow_events_total{agent="validate_judge_outputs"}' in scraped
+    assert 'judgeflow_events_total{agent="reconcile_runs"}' in scraped
     assert 'judgeflow_invalid_total{code="INVALID_UTF8"} 1.0' in scraped
     assert 'judgeflow_routes_total{route="human_review",subject="claim"}' in scraped
 

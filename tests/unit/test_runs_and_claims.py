@@ -23,10 +23,18 @@ from schemas import (
     parse_rubric,
 )
 from streams import claims, runs
+from streams.envelope import SourceRef
 
 NOW = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
 RUBRIC = parse_rubric(workload.rubric())
 RUN_ID = workload.stable_id("run", "sm")
+
+
+SRC = SourceRef("judge.outputs", 0, 1)
+
+
+def raw(output: Any) -> bytes:
+    return output.model_dump_json().encode()
 
 
 def lookup(known: bool = True) -> Any:
@@ -50,7 +58,7 @@ def drive(steps: list[tuple[str, Any]], rubric_known_from: int = 0) -> tuple[run
         if kind == "run":
             state, out = runs.on_run(state, item, rubrics, NOW)
         elif kind == "output":
-            state, out = runs.on_output(state, item, "judge.outputs/0/1", rubrics, NOW)
+            state, out = runs.on_output(state, item, SRC, raw(item), rubrics, NOW)
         else:
             state, out = runs.on_resume(state, rubrics, NOW)
         sent.extend(out)
@@ -93,7 +101,7 @@ def test_held_until_rubric_and_run() -> None:
 
 def test_duplicate_output_changes_nothing_and_resends_the_same_bytes() -> None:
     state, first = drive([("run", run_event()), ("output", outputs()[0])])
-    again, resent = runs.on_output(state, outputs()[0], "judge.outputs/0/9", lookup(), NOW + timedelta(1))
+    again, resent = runs.on_output(state, outputs()[0], SRC, raw(outputs()[0]), lookup(), NOW + timedelta(1))
     assert again == state and [r.value for r in resent] == [r.value for r in first if r.role == "reconciled"]
 
 
@@ -104,7 +112,7 @@ def test_unknown_lane_is_dead_lettered_not_dropped_silently() -> None:
     state, sent = drive([("run", run_event()), ("output", parse_judge_output(doc))])
     [dlq] = [r for r in sent if r.role == "invalid"]
     assert InvalidEvent.model_validate_json(dlq.value).error_codes == ["UNKNOWN_LANE_KEY"]
-    assert state.accepted == []
+    assert state.judges == []
 
 
 def test_timeout_stubs_then_final_with_notice() -> None:
@@ -115,7 +123,7 @@ def test_timeout_stubs_then_final_with_notice() -> None:
     assert stub.status == "failed" and stub.judge_model == workload.JUDGE_MODELS[2]
     assert stub.failure_reason and stub.failure_reason.startswith("timeout:")
     assert runs.timeout_stubs(state, NOW + timedelta(seconds=6))[0].judge_run_id == stub.judge_run_id
-    state, sent = runs.on_output(state, stub, "", lookup(), NOW)
+    state, sent = runs.on_output(state, stub, SRC, raw(stub), lookup(), NOW)
     final = revisions(sent)[-1]
     assert final.status == "final" and final.final_reason == "timeout"
     assert final.result.successful_judge_count == 2 and final.result.notice == "1 judge unavailable"
@@ -127,7 +135,7 @@ def test_all_judges_failed_routes_to_humans() -> None:
     state, _ = drive([("run", run)])
     sent = []
     for stub in runs.timeout_stubs(state, NOW + timedelta(seconds=2)):
-        state, out = runs.on_output(state, stub, "", lookup(), NOW)
+        state, out = runs.on_output(state, stub, SRC, raw(stub), lookup(), NOW)
         sent += out
     [decision] = [RoutingDecision.model_validate_json(r.value) for r in sent if r.role == "human_review"]
     assert decision.reason == "no_successful_judge" and state.final

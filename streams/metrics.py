@@ -1,0 +1,17 @@
+"""The worker's Prometheus metrics (the default registry; the application serves them)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+EVENTS = Counter("judgeflow_events_total", "Records processed, by agent", ["agent"])
+INVALID = Counter("judgeflow_invalid_total", "Records dead-lettered, by error code", ["code"])
+ROUTES = Counter("judgeflow_routes_total", "Routing decisions, by route and subject", ["route", "subject"])
+REKEYED = Counter("judgeflow_rekeyed_total", "Inputs whose key was not their id, re-keyed through a topic",
+                  ["topic"])  # fmt: skip
+LATE = Counter("judgeflow_late_events_total", "Inputs for a run or claim whose state had been deleted or was final",
+               ["stage"])  # fmt: skip
+EXPIRED = Counter("judgeflow_state_expired_total", "State entries deleted after retention", ["table"])
+STATE_KEYS = Gauge("judgeflow_state_keys", "Keys held in a state table (this worker's partitions)", ["table"])
+CONSUMER_LAG = Gauge("judgeflow_consumer_lag", "Worker consumer lag (records behind), by partition",
+                     ["topic", "partition"])  # fmt: skip

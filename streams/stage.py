@@ -1,0 +1,55 @@
+"""What every stage takes and returns: a plain record in, the state change and the records to publish out.
+
+Stages (`streams.claims.ClaimStage`, `streams.runs.RunStage`, `streams.rubrics.RubricStage`) are plain
+objects with no Faust import: the wiring in `streams.app` decodes a Kafka record into an `Inbound`, reads the
+key's state from a table, calls `handle`, and writes back what the returned `Step` says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from schemas import RubricVersion
+from streams.envelope import H_SOURCE, Outgoing, SourceRef
+
+Clock = Callable[[], datetime]
+RubricLookup = Callable[[str], RubricVersion | None]
+State = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """One consumed record: the role of the topic it came from (a `TopicNames` field) and its parts."""
+
+    role: str
+    key: bytes | None
+    value: bytes | None
+    src: SourceRef
+    headers: dict[str, bytes] = field(default_factory=dict)
+
+    def origin(self) -> SourceRef:
+        """Where the record entered judgeflow: a re-keyed record names its original coordinates."""
+        coordinates = self.headers.get(H_SOURCE)
+        if coordinates is None:
+            return self.src
+        return SourceRef.parse(coordinates.decode(errors="replace"), self.src.key)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A stage's answer: records to publish and, if `changed`, the key's new state (None deletes it)."""
+
+    records: list[Outgoing]
+    state: State | None = None
+    changed: bool = False
+
+    @classmethod
+    def emit(cls, records: list[Outgoing]) -> Step:
+        return cls(records)
+
+    @classmethod
+    def store(cls, state: State | None, records: list[Outgoing]) -> Step:
+        return cls(records, state, True)
