@@ -187,6 +187,8 @@ def worker_env(bootstrap: str, prefix: str, workdir: Path, **extra: str) -> dict
         "JUDGEFLOW_APP_ID": f"judgeflow-{prefix.rstrip('.')}",
         "JUDGEFLOW_DATA_DIR": str(workdir / f"worker-{uuid.uuid4().hex[:6]}"),
         "JUDGEFLOW_PARTITIONS": str(PARTITIONS),
+        # The bench keeps no state past a decision (issue: flat memory under load).
+        "JUDGEFLOW_STATE_RETENTION": "0",
         **extra,
     }
 

@@ -69,7 +69,7 @@ class Settings:
     max_payload_bytes: int = 1_000_000
     session_timeout_seconds: float = 60.0
     state_retention_seconds: float = 7 * 24 * 3600.0
-    producer_linger_ms: float = 5.0
+    producer_linger_ms: float = 20.0
     kafka_security: KafkaSecurity = KafkaSecurity()
 
     @property

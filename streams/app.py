@@ -59,7 +59,7 @@ class WorkerOptions:
     max_payload_bytes: int = 1_000_000
     state_retention: timedelta = timedelta(days=7)
     stale_after: timedelta = timedelta(minutes=5)
-    producer_linger_ms: float = 5.0
+    producer_linger_ms: float = 20.0
     clock: Clock = utc_now
 
     @property
