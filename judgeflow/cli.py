@@ -145,7 +145,7 @@ def _database_url(settings: Settings) -> str:
 @click.option("--schema", default="judgeflow", show_default=True, help="read-model schema")
 @click.pass_context
 def migrate(ctx: click.Context, schema: str) -> None:
-    """Apply pending SQL migrations (migrations/*.sql, via yoyo-migrations).
+    """Apply pending SQL migrations (migrations/*.sql, shipped in the package; via yoyo-migrations).
 
     \b
     Example:
@@ -153,11 +153,14 @@ def migrate(ctx: click.Context, schema: str) -> None:
     """
     import psycopg
 
+    from projections.migrate import MigrationsNotFound
     from projections.migrate import migrate as apply
 
     url = _database_url(_settings(ctx))
     try:
         applied = apply(url, schema)
+    except MigrationsNotFound as exc:
+        raise click.ClickException(str(exc)) from None
     except psycopg.OperationalError as exc:
         raise click.ClickException(f"cannot reach Postgres: {str(exc).strip().splitlines()[0]}") from None
     click.echo(
