@@ -1,5 +1,6 @@
-"""The claim step alone (validate, route, publish), judgeflow against the peer,
-and judgeflow with one and with two worker processes; worker memory over a long run.
+"""The claim step alone (validate, route, publish), judgeflow against the peer and
+against a bare Faust app doing the peer's step, and judgeflow with one and with two
+worker processes; worker memory over a long run.
 
 Each pass gets fresh topics, starts its processes, pushes one warm-up claim
 through them (start-up and group joins are not measured), then sends the
@@ -50,7 +51,8 @@ async def _warm(bootstrap: str, names: TopicNames, procs: list[harness.Process])
 
 async def measure_step(bootstrap: str, workdir: Path, *, engine: str, events: int, workers: int = 1,
                        seed: int = 3, store: str = "memory://") -> StepResult:  # fmt: skip
-    """`engine` is "judgeflow" (the worker) or "peer" (bench.peer on Quix Streams)."""
+    """`engine` is "judgeflow" (the worker), "peer" (bench.peer on Quix Streams) or
+    "faust_bare" (bench.faust_bare: the peer's step on bare faust-streaming)."""
     prefix = harness.new_prefix(engine[:4])
     names = TopicNames.with_prefix(prefix)
     await harness.create(bootstrap, names)
@@ -62,9 +64,11 @@ async def measure_step(bootstrap: str, workdir: Path, *, engine: str, events: in
                             workdir / f"{prefix}{i}.log")
             for i in range(workers)
         ]  # fmt: skip
-    else:
+    elif engine in ("peer", "faust_bare"):
         env = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "BENCH_TOPIC_PREFIX": prefix}
-        procs = [harness.Process([], env, workdir / f"{prefix}peer.log", module="bench.peer")]
+        procs = [harness.Process([], env, workdir / f"{prefix}{engine}.log", module=f"bench.{engine}")]
+    else:
+        raise ValueError(f"unknown engine {engine!r}")
     procs[0].start()
     try:
         await _warm(bootstrap, names, procs[:1])

@@ -1,0 +1,133 @@
+"""The bench's targets table: ratios from the result's keys, "report" rows, missing keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.runner import TARGETS, Target, evaluate_targets, table, target_cell
+
+
+def _result(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "judgeflow_step_events_per_s": 1_000.0,
+        "peer_events_per_s": 4_000.0,
+        "faust_bare_step_events_per_s": 1_250.0,
+        "pipeline_p99_ms_half_load": 420.0,
+        "rss_mb_20k": 100.0,
+        "rss_mb_200k": 112.0,
+        "contract_us_typical": 150.0,
+        "contract_floor_us_typical": 120.0,
+        "pipeline_events_per_s": 300.0,
+        "ceiling_events_per_s": 4_800.0,
+        "batched_rows_per_s": 18_000.0,
+        "per_row_rows_per_s": 1_000.0,
+    }
+    return base | overrides
+
+
+def test_issue_12_targets_and_goals() -> None:
+    assert {name: (t.must, t.goal) for name, t in TARGETS.items() if name != "batched_vs_per_row"} == {
+        "judgeflow_vs_peer": (">= 0.35", ">= 1.0"),
+        "judgeflow_vs_faust_bare": (">= 0.9", ">= 1.5"),
+        "pipeline_p99_ms_half_load": ("< 500", "< 100"),
+        "rss_growth": ("<= 1.10", "<= 1.02"),
+        "contract_typical_vs_floor": ("<= 1.5", "<= 1.2"),
+        "pipeline_vs_ceiling": ("report", ">= 0.5"),
+    }
+
+
+def test_ratios_are_taken_from_the_result_keys() -> None:
+    got = evaluate_targets(_result())
+    assert got["judgeflow_vs_peer"]["value"] == pytest.approx(0.25)
+    assert got["judgeflow_vs_faust_bare"]["value"] == pytest.approx(0.8)
+    assert got["pipeline_p99_ms_half_load"]["value"] == pytest.approx(420.0)
+    # The issue's definition: a ratio of the two RSS figures, not the growth as a fraction.
+    assert got["rss_growth"]["value"] == pytest.approx(1.12)
+    assert got["contract_typical_vs_floor"]["value"] == pytest.approx(1.25)
+    assert got["pipeline_vs_ceiling"]["value"] == pytest.approx(0.0625)
+
+
+def test_met_and_goal_met_follow_the_bounds() -> None:
+    got = evaluate_targets(_result())
+    assert (got["judgeflow_vs_peer"]["met"], got["judgeflow_vs_peer"]["goal_met"]) == (False, False)
+    assert (got["judgeflow_vs_faust_bare"]["met"], got["judgeflow_vs_faust_bare"]["goal_met"]) == (False, False)
+    assert (got["pipeline_p99_ms_half_load"]["met"], got["pipeline_p99_ms_half_load"]["goal_met"]) == (True, False)
+    assert (got["rss_growth"]["met"], got["rss_growth"]["goal_met"]) == (False, False)
+    assert (got["contract_typical_vs_floor"]["met"], got["contract_typical_vs_floor"]["goal_met"]) == (True, False)
+    better = evaluate_targets(_result(judgeflow_step_events_per_s=4_000.0, rss_mb_200k=102.0,
+                                      contract_us_typical=144.0, pipeline_p99_ms_half_load=99.0))  # fmt: skip
+    assert all(better[n]["met"] and better[n]["goal_met"] for n in
+               ("judgeflow_vs_peer", "judgeflow_vs_faust_bare", "rss_growth", "contract_typical_vs_floor",
+                "pipeline_p99_ms_half_load"))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("must", "value", "met"),
+    [(">= 0.35", 0.35, True), (">= 0.35", 0.349, False), ("<= 1.10", 1.10, True), ("<= 1.10", 1.1001, False),
+     ("< 500", 500.0, False), ("< 500", 499.9, True), ("> 2", 2.0, False), ("> 2", 2.1, True)],
+)  # fmt: skip
+def test_bounds_at_their_edges(must: str, value: float, met: bool) -> None:
+    got = evaluate_targets({"x": value}, {"t": Target("x", None, must, must)})
+    assert got["t"]["met"] is met
+
+
+def test_report_rows_are_never_met_or_missed() -> None:
+    got = evaluate_targets(_result())["pipeline_vs_ceiling"]
+    assert got["met"] is None
+    assert got["goal_met"] is False  # the goal (>= 0.5) is still judged
+    assert target_cell(got) == "report"
+
+
+def test_missing_keys_give_no_value_and_show_n_a() -> None:
+    result = _result()
+    del result["contract_floor_us_typical"]
+    got = evaluate_targets(result)
+    assert got["contract_typical_vs_floor"] == {"target": "<= 1.5", "goal": "<= 1.2", "value": None, "met": None,
+                                                "goal_met": None}  # fmt: skip
+    assert target_cell(got["contract_typical_vs_floor"]) == "<= 1.5 n/a"
+    assert target_cell(got["judgeflow_vs_peer"]) == ">= 0.35 MISSED"
+    assert target_cell(got["pipeline_p99_ms_half_load"]) == "< 500 met"
+    none_at_all = evaluate_targets({})
+    assert all(entry["value"] is None and entry["met"] is None for entry in none_at_all.values())
+
+
+def test_a_zero_denominator_is_no_value_not_a_crash() -> None:
+    got = evaluate_targets(_result(faust_bare_step_events_per_s=0.0))
+    assert got["judgeflow_vs_faust_bare"]["value"] is None
+
+
+def _full_result(**overrides: Any) -> dict[str, Any]:
+    result = _result(**overrides)
+    result.update(
+        judgeflow_step_2_workers_events_per_s=700.0, pipeline_p50_ms=10.0, pipeline_p95_ms=20.0, pipeline_p99_ms=30.0,
+        pipeline_half_load_events_per_s=150.0, pipeline_p50_ms_half_load=5.0, pipeline_p95_ms_half_load=9.0,
+        by_output_size=[{"size": "typical", "bytes": 5432, "parse_us": 150.0, "parse_per_s": 6666.0,
+                         "worker_us": 900.0, "rows": 45}],
+        workload={"memory_small": 20_000, "memory_large": 200_000, "memory_store": "rocksdb://"},
+    )  # fmt: skip
+    result["targets"] = evaluate_targets(result)
+    ratios = {name: e["value"] for name, e in result["targets"].items() if e["value"] is not None}
+    result["ratios"] = {"two_vs_one_worker": 0.7, "faust_bare_vs_peer": 0.3125} | ratios
+    return result
+
+
+def _cells(result: dict[str, Any]) -> list[list[str]]:
+    t = table(result)
+    return [[str(cell) for cell in column._cells] for column in t.columns]
+
+
+def test_table_prints_the_goal_column_and_n_a_without_a_floor() -> None:
+    with_floor = _cells(_full_result())
+    assert [c.header for c in table(_full_result()).columns][-1] == "goal"
+    goals = with_floor[-1]
+    for goal in (">= 1.0", ">= 1.5", "< 100", "<= 1.02", "<= 1.2", ">= 0.5"):
+        assert goal in goals
+    assert "1.12x" in with_floor[2]
+    result = _full_result()
+    del result["contract_floor_us_typical"]
+    result["targets"] = evaluate_targets(result)
+    del result["ratios"]["contract_typical_vs_floor"]
+    targets_column = _cells(result)[3]
+    assert "<= 1.5 n/a" in targets_column
