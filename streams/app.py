@@ -34,6 +34,9 @@ ROCKSDB_OPTIONS = {"write_buffer_size": 8 << 20, "max_write_buffer_number": 2, "
                    "block_cache_compressed_size": 8 << 20}  # fmt: skip
 CONTROL_QUIET_SECONDS = 10.0
 """A control record or stub sent by a sweep is not sent again for this long (the agent needs a moment)."""
+TAKE_EVENTS = 4096
+"""Events an agent takes from its stream at once (it waits at most TAKE_WITHIN seconds to fill a take)."""
+TAKE_WITHIN = 0.05
 SCAN_CHUNK = 2000
 """Keys a sweep reads per tick while it rebuilds its index after the worker's partitions changed."""
 
@@ -183,6 +186,11 @@ def build_app(options: WorkerOptions) -> faust.App:
         # How long the group waits for a silent (crashed) worker before its partitions move to the others.
         broker_session_timeout=options.session_timeout_seconds,
         producer_linger_ms=options.producer_linger_ms,
+        # Batches of up to 1 MiB per partition, and room in each stream's buffer for a whole take of events.
+        producer_max_batch_size=1 << 20,
+        stream_buffer_maxsize=4 * TAKE_EVENTS,
+        topic_disable_leader=True,
+        cython_optimizations=True,
     )
     role_of = {name: role for role, name in names.all().items()}
     topics = {
@@ -219,30 +227,37 @@ def build_app(options: WorkerOptions) -> faust.App:
                             key_serializer="raw", value_serializer="raw")  # fmt: skip
         processed = metrics.EVENTS.labels(stage.name)
 
-        async def process(stream: faust.StreamT) -> None:
+        async def process(stream: Any) -> None:
             await cache.ready.wait()
-            async for event in stream.events():
-                msg = event.message
-                record = Inbound(role_of[msg.topic], msg.key, msg.value,
+            async for events in stream.take_events(TAKE_EVENTS, TAKE_WITHIN):
+                for event in events:
+                    # Table writes find their changelog partition through the stream's current event, which
+                    # take_events leaves at the last one of the take (faust-streaming #300): set it per event.
+                    stream._set_current_event(event)
+                    handle(event)
+
+        def handle(event: Any) -> None:
+            msg = event.message
+            record = Inbound(role_of[msg.topic], msg.key, msg.value,
                                  SourceRef(msg.topic, msg.partition, msg.offset, msg.key),
                                  dict(msg.headers or ()))  # fmt: skip
-                key = (msg.key or b"").decode(errors="replace")
-                try:
-                    step = stage.handle(record, table.get(key) if table is not None else None)
-                except Exception as exc:  # a bug must not stall the partition
-                    log.exception("%s failed on %s", stage.name, record.src.coordinates())
-                    err = ContractError([ErrorDetail("INTERNAL_ERROR", (), repr(exc)[:500])])
-                    step = Step.emit([dead_letter(msg.value or b"", record.src, contract, err)])
-                if step.changed and table is not None:
-                    if step.state is None:
-                        if key in table:
-                            del table[key]
-                    else:
-                        table[key] = step.state
-                    if index is not None:
-                        index.note(key, step.state)
-                publish(stage.name, stage.writes, step.records)
-                processed.inc()
+            key = (msg.key or b"").decode(errors="replace")
+            try:
+                step = stage.handle(record, table.get(key) if table is not None else None)
+            except Exception as exc:  # a bug must not stall the partition
+                log.exception("%s failed on %s", stage.name, record.src.coordinates())
+                err = ContractError([ErrorDetail("INTERNAL_ERROR", (), repr(exc)[:500])])
+                step = Step.emit([dead_letter(msg.value or b"", record.src, contract, err)])
+            if step.changed and table is not None:
+                if step.state is None:
+                    if key in table:
+                        del table[key]
+                else:
+                    table[key] = step.state
+                if index is not None:
+                    index.note(key, step.state)
+            publish(stage.name, stage.writes, step.records)
+            processed.inc()
 
         process.__name__ = stage.name
         app.agent(channel, name=stage.name)(process)

@@ -12,8 +12,9 @@ whose `evaluation.runs` event was committed but missing from the restored
 `run_state`.
 
 `DurableApp` gives its producer a buffer whose `flush()` returns only once
-the buffer is empty and the message taken out last has been handed to
-aiokafka; Faust's producer flush then waits for aiokafka to deliver it.
+every message put before the flush began has been handed to aiokafka (the
+buffer is FIFO); Faust's producer flush then waits for aiokafka to deliver
+them.
 
 2. Never drop a record the consumer delivers, and rewind partitions that
 have no committed offset yet. While a worker recovers its tables after an
@@ -44,26 +45,33 @@ _RECHECK_SECONDS = 1.0
 
 
 class DrainingProducerBuffer(ProducerBuffer):
-    """A ProducerBuffer whose flush waits for the buffer to drain completely."""
+    """A ProducerBuffer whose flush waits until every message put before the flush began has been handed
+    to aiokafka. Messages put later (the agents keep producing while offsets are committed) do not hold the
+    flush up: waiting for an empty buffer made every commit wait for the whole backlog."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.handing_over = 0
+        self.put_count = 0
+        self.handed_count = 0
+
+    def put(self, fut: FutureMessage) -> None:
+        self.put_count += 1
+        super().put(fut)
 
     async def _send_pending(self, fut: FutureMessage) -> None:
         # Called right after the message left the queue: until it returns the
         # message is in neither the buffer nor aiokafka's accumulator.
-        self.handing_over += 1
         try:
             await super()._send_pending(fut)
         finally:
-            self.handing_over -= 1
+            self.handed_count += 1
             self.message_sent.set()
 
     async def flush(self) -> None:
-        """Wait until every buffered message has been handed to aiokafka.
+        """Wait until the messages put so far have been handed to aiokafka (the queue is FIFO).
         Returns early only when the buffer is stopping (nothing drains it then)."""
-        while (self.size or self.handing_over) and not self.should_stop:
+        target = self.put_count
+        while self.handed_count < target and not self.should_stop:
             self.message_sent.clear()
             try:
                 await asyncio.wait_for(self.message_sent.wait(), timeout=_RECHECK_SECONDS)
