@@ -177,6 +177,7 @@ def projector(ctx: click.Context, schema: str) -> None:
     """
     import asyncio as aio
     import logging
+    import os
     import signal as sig
 
     from judgeflow.health import serve_health_from_env
@@ -211,15 +212,17 @@ def projector(ctx: click.Context, schema: str) -> None:
             loop.add_signal_handler(s_, proj.stop)
         try:
             await proj.run()
+        except ProjectorStalled as exc:
+            # At once: a write stuck in a worker thread would hold up a clean shutdown
+            # forever. Safe: the offsets are stored with the rows, in one transaction.
+            logging.getLogger("judgeflow.projector").error("exiting for a restart: %s", exc)
+            logging.shutdown()
+            os._exit(3)
         finally:
             if health is not None:
                 await health.close()
 
-    try:
-        aio.run(run())
-    except ProjectorStalled as exc:
-        logging.getLogger("judgeflow.projector").error("exiting for a restart: %s", exc)
-        sys.exit(3)
+    aio.run(run())
 
 
 @main.command()

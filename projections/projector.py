@@ -231,7 +231,9 @@ class Projector:
             else:
                 await self._run_group()
         finally:
-            if self._conn is not None:
+            # Not after a fatal stall: the connection may be stuck in a write, and the
+            # process is about to exit anyway.
+            if self._conn is not None and self._fatal is None:
                 self._conn.close()
         return self.stats
 
@@ -304,8 +306,8 @@ class Projector:
                     await asyncio.sleep(1.0)
                 finally:
                     self._consumer = None
-                    with contextlib.suppress(Exception, asyncio.TimeoutError):
-                        await asyncio.wait_for(consumer.stop(), 15)
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(consumer.stop(), 15 if self._fatal is None else 3)
                 if self._rebuild.is_set() and not self._stop.is_set():
                     self.stats.rebuilds += 1
                     self.believed.clear()
