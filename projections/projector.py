@@ -287,6 +287,7 @@ class Projector:
         main = asyncio.current_task()
         assert main is not None
         watch = asyncio.create_task(self._watch(main))
+        retry = 1.0
         try:
             while not self._stop.is_set():
                 self._rebuild.clear()
@@ -294,6 +295,7 @@ class Projector:
                 self._consumer = consumer
                 try:
                     await consumer.start()
+                    retry = 1.0
                     while not self._stop.is_set() and not self._rebuild.is_set():
                         records = await self._fetch(consumer)
                         if records:
@@ -301,9 +303,10 @@ class Projector:
                 except Exception as exc:
                     if self._stop.is_set():
                         raise
-                    log.error("consumer failed (%s); rebuilding it", exc)
+                    log.error("consumer failed (%s); rebuilding it in %.0fs", exc, retry)
                     self._rebuild.set()
-                    await asyncio.sleep(1.0)
+                    await asyncio.sleep(retry)
+                    retry = min(retry * 2, 10.0)
                 finally:
                     self._consumer = None
                     with contextlib.suppress(Exception):

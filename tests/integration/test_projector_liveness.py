@@ -219,6 +219,47 @@ def test_readyz_turns_200_once_caught_up_and_metrics_show_the_watchdog(
         MEASURED["projector ready"] = f"/readyz 200 {time.monotonic() - t0:.1f}s after the start (600 records)"
 
 
+def test_a_wedged_consumer_is_rebuilt_and_the_projector_carries_on(
+    kafka_bootstrap: str, database_url: str, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A consumer that stops fetching (paused here through aiokafka's own API, as a
+    lost fetcher would be) is replaced; the new one rejoins and projects."""
+    prefix = unique_prefix()
+    names = TopicNames.with_prefix(prefix)
+    create_topics(kafka_bootstrap, names, partitions=1)
+    migrate(database_url, schema)
+    n = 30
+
+    async def run() -> float:
+        projector = Projector(kafka_bootstrap, database_url, names, schema=schema, group_id=f"g-{prefix}",
+                              stall_seconds=3, recovery_seconds=30, check_seconds=0.5)  # fmt: skip
+        task = asyncio.create_task(projector.run())
+        try:
+            deadline = time.monotonic() + 60
+            while projector.health().assigned != len(projector.topics) or projector._consumer is None:
+                assert time.monotonic() < deadline and not task.done(), "projector never assigned"
+                await asyncio.sleep(0.2)
+            wedged = projector._consumer
+            wedged.pause(*wedged.assignment())
+            await asyncio.to_thread(produce, kafka_bootstrap, claims(prefix, names, n, seed=10))
+            t0 = time.monotonic()
+            query = "SELECT count(*) FROM raw_events"
+            while await asyncio.to_thread(count, database_url, schema, query) != n:
+                assert time.monotonic() < t0 + 60, "the wedged consumer was not replaced within 60 s"
+                assert not task.done(), task.exception()
+                await asyncio.sleep(0.2)
+            assert projector.stats.rebuilds == 1 and projector._consumer is not wedged
+            return time.monotonic() - t0
+        finally:
+            projector.stop()
+            await asyncio.wait_for(task, 30)
+
+    with caplog.at_level("ERROR", logger="judgeflow.projector"):
+        seconds = asyncio.run(run())
+    assert f"no progress for 3s on {names.checks}[0]; rebuilding its consumer" in caplog.text
+    MEASURED["projector wedged consumer"] = f"stall setting 3 s: records projected {seconds:.1f}s after they arrived"
+
+
 def test_a_stall_it_cannot_heal_ends_the_projector_with_an_error_and_a_restart_catches_up(
     kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
 ) -> None:

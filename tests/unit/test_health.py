@@ -125,6 +125,17 @@ def test_settings_must_be_positive() -> None:
         ProgressWatchdog(0, 10)
 
 
+def test_stall_settings_come_from_the_environment() -> None:
+    from judgeflow.config import ConfigError, load_settings
+
+    s = load_settings({"JUDGEFLOW_STALL_SECONDS": "5", "JUDGEFLOW_STALL_RECOVERY_SECONDS": "7",
+                       "JUDGEFLOW_READY_LAG": "0"})  # fmt: skip
+    assert (s.stall_seconds, s.stall_recovery_seconds, s.ready_lag) == (5, 7, 0)
+    for bad in ({"JUDGEFLOW_STALL_SECONDS": "0"}, {"JUDGEFLOW_READY_LAG": "-1"}):
+        with pytest.raises(ConfigError):
+            load_settings(bad)
+
+
 @dataclass
 class FakeStatus:
     live: bool
