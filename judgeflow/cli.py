@@ -180,10 +180,13 @@ def projector(ctx: click.Context, schema: str) -> None:
     """
     import asyncio as aio
     import logging
+    import os
     import signal as sig
 
+    from judgeflow.health import serve_health_from_env
+    from judgeflow.metrics import ProjectorMetrics
     from projections.migrate import migrate as apply
-    from projections.projector import Projector
+    from projections.projector import Projector, ProjectorStalled
     from streams.topics import TopicNames
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
@@ -197,16 +200,30 @@ def projector(ctx: click.Context, schema: str) -> None:
         schema=schema,
         group_id=f"{settings.app_id}-projector",
         client=settings.kafka_security.aiokafka_kwargs(),
+        observer=ProjectorMetrics(),
+        stall_seconds=settings.stall_seconds,
+        recovery_seconds=settings.stall_recovery_seconds,
+        ready_lag=settings.ready_lag,
+        ensure_partitions=settings.partitions,
+        ensure_replication=settings.replication_factor,
     )
 
     async def run() -> None:
-        from judgeflow.metrics import serve_from_env
-
-        serve_from_env(settings.web_host)
+        health = await serve_health_from_env(proj.health, settings.web_host)
         loop = aio.get_running_loop()
         for s_ in (sig.SIGTERM, sig.SIGINT):
             loop.add_signal_handler(s_, proj.stop)
-        await proj.run()
+        try:
+            await proj.run()
+        except ProjectorStalled as exc:
+            # At once: a write stuck in a worker thread would hold up a clean shutdown
+            # forever. Safe: the offsets are stored with the rows, in one transaction.
+            logging.getLogger("judgeflow.projector").error("exiting for a restart: %s", exc)
+            logging.shutdown()
+            os._exit(3)
+        finally:
+            if health is not None:
+                await health.close()
 
     aio.run(run())
 

@@ -70,6 +70,9 @@ class Settings:
     session_timeout_seconds: float = 60.0
     state_retention_seconds: float = 7 * 24 * 3600.0
     producer_linger_ms: float = 20.0
+    stall_seconds: float = 60.0
+    stall_recovery_seconds: float = 60.0
+    ready_lag: int = 1000
     kafka_security: KafkaSecurity = KafkaSecurity()
 
     @property
@@ -97,6 +100,9 @@ ENV = {
     "JUDGEFLOW_SESSION_TIMEOUT": "session_timeout_seconds",
     "JUDGEFLOW_STATE_RETENTION": "state_retention_seconds",
     "JUDGEFLOW_PRODUCER_LINGER_MS": "producer_linger_ms",
+    "JUDGEFLOW_STALL_SECONDS": "stall_seconds",
+    "JUDGEFLOW_STALL_RECOVERY_SECONDS": "stall_recovery_seconds",
+    "JUDGEFLOW_READY_LAG": "ready_lag",
 }
 SECURITY_ENV = {
     "KAFKA_SECURITY_PROTOCOL": "security_protocol",
@@ -172,5 +178,11 @@ def validate(settings: Settings) -> None:
         raise ConfigError("DATABASE_URL: expected postgresql://user@host:port/dbname")
     if settings.partitions < 1:
         raise ConfigError("JUDGEFLOW_PARTITIONS: must be at least 1")
+    if settings.stall_seconds <= 0:
+        raise ConfigError("JUDGEFLOW_STALL_SECONDS: must be positive")
+    if settings.stall_recovery_seconds <= 0:
+        raise ConfigError("JUDGEFLOW_STALL_RECOVERY_SECONDS: must be positive")
+    if settings.ready_lag < 0:
+        raise ConfigError("JUDGEFLOW_READY_LAG: must be 0 or more")
     if settings.kafka_security.security_protocol not in PROTOCOLS:
         raise ConfigError(f"KAFKA_SECURITY_PROTOCOL: one of {', '.join(PROTOCOLS)}")

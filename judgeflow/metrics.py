@@ -1,7 +1,9 @@
 """Prometheus metrics of the worker and the projector.
 
 Exposed on 127.0.0.1:`JUDGEFLOW_METRICS_PORT` when that is set (each process
-its own port), in the standard text format `prometheus_client` serves.
+its own port), in the standard text format `prometheus_client` serves: by
+`judgeflow.health` (beside /healthz and /readyz, from the event loop) or, for
+processes not yet moved to it, by `serve_from_env` (prometheus_client's thread).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import logging
 import os
 
 from prometheus_client import Counter, Gauge, start_http_server
+
+from projections.watchdog import Action, WatchdogState
 
 log = logging.getLogger("judgeflow.metrics")
 
@@ -20,6 +24,36 @@ PROJECTION_LAG = Gauge("judgeflow_projection_lag", "Projector lag (records behin
                        ["topic", "partition"])  # fmt: skip
 PROJECTED_ROWS = Counter("judgeflow_projected_rows_total", "Rows written by the projector")
 PROJECTED_BATCHES = Counter("judgeflow_projected_batches_total", "Batches committed by the projector")
+STALLED_PARTITIONS = Gauge("judgeflow_stalled_partitions",
+                           "Partitions with lag and no committed progress for the stall setting "
+                           "(all of the topics' partitions when none is assigned)")  # fmt: skip
+LAST_PROGRESS_SECONDS = Gauge("judgeflow_last_progress_seconds",
+                              "Seconds the longest-waiting partition with lag has gone without committed "
+                              "progress (0 when caught up)")  # fmt: skip
+WATCHDOG_RECOVERIES = Counter("judgeflow_watchdog_recoveries_total",
+                              "Consumer rebuilds the watchdog started after a stall")  # fmt: skip
+
+
+def export_watchdog(state: WatchdogState) -> None:
+    """Publish one watchdog verdict (worker or projector)."""
+    STALLED_PARTITIONS.set(state.stalled_count)
+    LAST_PROGRESS_SECONDS.set(state.last_progress_seconds)
+    if state.action is Action.RECOVER:
+        WATCHDOG_RECOVERIES.inc()
+
+
+class ProjectorMetrics:
+    """The projector's `ProjectorObserver`: its reports as Prometheus metrics."""
+
+    def batch_committed(self, rows: int) -> None:
+        PROJECTED_ROWS.inc(rows)
+        PROJECTED_BATCHES.inc()
+
+    def partition_lag(self, topic: str, partition: int, lag: int) -> None:
+        PROJECTION_LAG.labels(topic, str(partition)).set(lag)
+
+    def watchdog(self, state: WatchdogState) -> None:
+        export_watchdog(state)
 
 
 def serve_from_env(default_host: str = "127.0.0.1") -> int | None:

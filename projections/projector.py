@@ -6,26 +6,35 @@ crash between the database commit and anything else neither loses nor
 duplicates a row. On assignment, and whenever the stored offsets are not
 where this process left them (a rebuild swapped the schema in, or another
 projector took over), it seeks to the stored offsets.
+
+Running unattended it also keeps itself honest: it creates its topics when
+they are missing (so starting before the worker is fine) and refreshes topic
+metadata every few seconds; a `ProgressWatchdog` checks its committed progress,
+rebuilds the consumer when a partition stalls, and ends the run with
+`ProjectorStalled` when that does not help (for a supervisor to restart it).
+Metrics go through an injected `ProjectorObserver`: this package does not
+depend on the application that exports them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 
-from judgeflow import metrics
 from projections.migrate import DEFAULT_SCHEMA, check_schema_name
 from projections.rows import Record, Rows, project
 from projections.store import OffsetConflict, stored_offsets, write_batch
-from streams.topics import TopicNames
+from projections.watchdog import TP, Action, ProgressWatchdog, WatchdogState, format_partitions
+from streams.topics import TopicNames, ensure_topics
 
 log = logging.getLogger("judgeflow.projector")
 
@@ -42,6 +51,34 @@ FAULT_KILL_AFTER_COMMIT = "JUDGEFLOW_FAULT_KILL_AFTER_COMMIT"
 the consumer moves on (where a Kafka-committing projector would commit offsets)."""
 
 
+class ProjectorObserver(Protocol):
+    """What the projector reports as it goes; the application exports it (Prometheus)."""
+
+    def batch_committed(self, rows: int) -> None: ...
+
+    def partition_lag(self, topic: str, partition: int, lag: int) -> None: ...
+
+    def watchdog(self, state: WatchdogState) -> None: ...
+
+
+class NoObserver:
+    """The default: report nothing (rebuilds, tests, library use)."""
+
+    def batch_committed(self, rows: int) -> None:
+        return None
+
+    def partition_lag(self, topic: str, partition: int, lag: int) -> None:
+        return None
+
+    def watchdog(self, state: WatchdogState) -> None:
+        return None
+
+
+class ProjectorStalled(RuntimeError):
+    """The watchdog saw no progress, rebuilt the consumer, and still saw none:
+    exit non-zero and let the supervisor start a fresh process."""
+
+
 @dataclass
 class ProjectorStats:
     batches: int = 0
@@ -50,6 +87,7 @@ class ProjectorStats:
     rows: int = 0
     conflicts: int = 0
     reconnects: int = 0
+    rebuilds: int = 0
     seconds_writing: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
@@ -67,7 +105,19 @@ class Projector:
         max_records: int = 2000,
         linger_ms: float = 20.0,
         client: dict[str, Any] | None = None,
+        observer: ProjectorObserver | None = None,
+        stall_seconds: float = 60.0,
+        recovery_seconds: float = 60.0,
+        ready_lag: int = 0,
+        check_seconds: float | None = None,
+        ensure_partitions: int | None = None,
+        ensure_replication: int = 1,
+        metadata_max_age_ms: int = 5000,
     ):
+        """`ensure_partitions`: create missing topics at start with this many
+        partitions (and `ensure_replication`), as the worker would; None leaves
+        topic creation to others. `stall_seconds` / `recovery_seconds` /
+        `ready_lag` configure the watchdog (see projections.watchdog)."""
         self.bootstrap = bootstrap
         self.database_url = database_url
         self.names = names
@@ -87,9 +137,25 @@ class Projector:
         self._reaching_commit = 0
         self.max_records = int(os.environ.get("JUDGEFLOW_PROJECTOR_BATCH", max_records))
         self.linger_s = float(os.environ.get("JUDGEFLOW_PROJECTOR_LINGER_MS", linger_ms)) / 1000
+        self.observer: ProjectorObserver = observer or NoObserver()
+        self.watchdog = ProgressWatchdog(stall_seconds, recovery_seconds, ready_lag=ready_lag)
+        self.check_seconds = check_seconds or min(5.0, stall_seconds / 4)
+        self.ensure_partitions = ensure_partitions
+        self.ensure_replication = ensure_replication
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self._floor: dict[TP, int] = {}
+        """Log start offsets of partitions without a stored offset: their progress so far."""
+        self._ends: dict[TP, int] = {}
+        self._consumer: Any = None
+        self._rebuild = asyncio.Event()
+        self._fatal: str | None = None
 
     def stop(self) -> None:
         self._stop.set()
+
+    def health(self) -> WatchdogState:
+        """The watchdog's latest verdict; a dead one once it has missed a few checks."""
+        return self.watchdog.state.stale(time.monotonic(), max(3 * self.check_seconds, 10.0))
 
     def _connect(self) -> psycopg.Connection:
         # No server-side prepared statements: a prepared plan keeps pointing at the
@@ -123,6 +189,13 @@ class Projector:
                 conn.close()
         tps = list(tps)
         log.info("assigned %d partitions; seeking to the %d stored offsets", len(tps), len(stored))
+        fresh = [tp for tp in tps if (tp.topic, tp.partition) not in stored]
+        if fresh:
+            try:
+                begin = await asyncio.wait_for(consumer.beginning_offsets(fresh), 10)
+                self._floor.update({(tp.topic, tp.partition): o for tp, o in begin.items()})
+            except Exception as exc:  # only the watchdog's lag estimate depends on it
+                log.warning("could not read the log start offsets (%s)", exc)
         for tp in tps:
             nxt = stored.get((tp.topic, tp.partition))
             self.believed[(tp.topic, tp.partition)] = nxt
@@ -132,10 +205,56 @@ class Projector:
                 consumer.seek(tp, nxt)
 
     async def run(self, *, until_end: dict[tuple[str, int], int] | None = None) -> ProjectorStats:
-        """Project until stopped, or (rebuild) until every partition reaches `until_end`."""
-        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+        """Project until stopped, or (rebuild) until every partition reaches `until_end`.
+
+        In group mode, raises `ProjectorStalled` when the watchdog gives up."""
+        from aiokafka import AIOKafkaConsumer, TopicPartition
 
         await self._connection()
+        try:
+            if until_end is not None:
+                consumer = AIOKafkaConsumer(
+                    bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                    auto_offset_reset="earliest", max_poll_records=self.max_records, **self.client,
+                )  # fmt: skip
+                await consumer.start()
+                try:
+                    tps = [TopicPartition(t, p) for t, p in until_end]
+                    consumer.assign(tps)
+                    await self._seek_to_stored(consumer, tps)
+                    while not self._stop.is_set() and not self._reached(until_end):
+                        records = await self._fetch(consumer)
+                        if records:
+                            await self._write(consumer, records)
+                finally:
+                    await consumer.stop()
+            else:
+                await self._run_group()
+        finally:
+            # Not after a fatal stall: the connection may be stuck in a write, and the
+            # process is about to exit anyway.
+            if self._conn is not None and self._fatal is None:
+                self._conn.close()
+        return self.stats
+
+    async def _ensure_topics(self) -> None:
+        """Create missing topics as the worker does, so that subscribing finds them
+        (and the broker does not auto-create them without judgeflow's settings)."""
+        if self.ensure_partitions is None:
+            return
+        try:
+            ensuring = ensure_topics(self.bootstrap, self.names, partitions=self.ensure_partitions,
+                                     replication=self.ensure_replication, **self.client)  # fmt: skip
+            created = await asyncio.wait_for(ensuring, 60)
+            if created:
+                log.info("created %d missing topic(s): %s", len(created), ", ".join(created))
+        except Exception as exc:
+            # Not fatal: the metadata refresh picks the topics up once someone creates them.
+            log.warning("could not ensure the topics (%s); waiting for them to appear", exc)
+
+    def _new_consumer(self) -> Any:
+        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+
         projector = self
 
         class Listener(ConsumerRebalanceListener):
@@ -153,30 +272,116 @@ class Projector:
                 finally:
                     consumer.resume(*assigned)
 
+        # A brisk metadata refresh: topics (or partitions) created after the start
+        # are subscribed within seconds, not after aiokafka's default 5 minutes.
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=None if until_end is not None else self.group_id,
-            enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=self.max_records,
-            **self.client,
+            bootstrap_servers=self.bootstrap, group_id=self.group_id, enable_auto_commit=False,
+            auto_offset_reset="earliest", max_poll_records=self.max_records,
+            metadata_max_age_ms=self.metadata_max_age_ms, **self.client,
         )  # fmt: skip
-        await consumer.start()
+        consumer.subscribe(self.topics, listener=Listener())
+        return consumer
+
+    async def _run_group(self) -> None:
+        await self._ensure_topics()
+        main = asyncio.current_task()
+        assert main is not None
+        watch = asyncio.create_task(self._watch(main))
+        retry = 1.0
         try:
-            if until_end is not None:
-                tps = [TopicPartition(t, p) for t, p in until_end]
-                consumer.assign(tps)
-                await self._seek_to_stored(consumer, tps)
-            else:
-                consumer.subscribe(self.topics, listener=Listener())
             while not self._stop.is_set():
-                if until_end is not None and self._reached(until_end):
-                    break
-                records = await self._fetch(consumer)
-                if records:
-                    await self._write(consumer, records)
+                self._rebuild.clear()
+                consumer = self._new_consumer()
+                self._consumer = consumer
+                try:
+                    await consumer.start()
+                    retry = 1.0
+                    while not self._stop.is_set() and not self._rebuild.is_set():
+                        records = await self._fetch(consumer)
+                        if records:
+                            await self._write(consumer, records)
+                except Exception as exc:
+                    if self._stop.is_set():
+                        raise
+                    log.error("consumer failed (%s); rebuilding it in %.0fs", exc, retry)
+                    self._rebuild.set()
+                    await asyncio.sleep(retry)
+                    retry = min(retry * 2, 10.0)
+                finally:
+                    self._consumer = None
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(consumer.stop(), 15 if self._fatal is None else 3)
+                if self._rebuild.is_set() and not self._stop.is_set():
+                    self.stats.rebuilds += 1
+                    self.believed.clear()
+                    self._floor.clear()
+        except asyncio.CancelledError:
+            if self._fatal is not None:
+                main.uncancel()  # the watchdog's own cancellation, turned into the error below
+                raise ProjectorStalled(self._fatal) from None
+            raise
         finally:
-            await consumer.stop()
-            if self._conn is not None:
-                self._conn.close()
-        return self.stats
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+        if self._fatal is not None:
+            raise ProjectorStalled(self._fatal)
+
+    async def _watch(self, main: asyncio.Task[Any]) -> None:
+        """Every `check_seconds`: observe, export, and act on the watchdog's verdict."""
+        while True:
+            await asyncio.sleep(self.check_seconds)
+            try:
+                state = await self._observe()
+            except Exception as exc:  # the watchdog must outlive any one bad check
+                log.warning("watchdog check failed: %s", exc)
+                continue
+            self.observer.watchdog(state)
+            if state.action is Action.RECOVER:
+                log.error("projector stalled: %s; rebuilding its consumer (rejoining the group), giving up after %gs",
+                          state.reason, self.watchdog.recovery_seconds)  # fmt: skip
+                self._rebuild.set()
+            elif state.action is Action.EXIT:
+                partitions = format_partitions(state.stalled) or "none assigned"
+                self._fatal = (f"still stalled {state.recovering_seconds:.0f}s after rebuilding the consumer: "
+                               f"{state.reason}; stalled partitions: {partitions}")  # fmt: skip
+                log.error("projector stalled: %s; exiting", self._fatal)
+                self._stop.set()
+                main.cancel()
+                return
+
+    async def _observe(self) -> WatchdogState:
+        consumer = self._consumer
+        if consumer is None:  # between two consumers: nothing assigned
+            return self.watchdog.observe({}, {}, self._topic_partitions(None))
+        assigned = list(consumer.assignment())
+        if assigned:
+            try:
+                ends = await asyncio.wait_for(consumer.end_offsets(assigned), self.check_seconds)
+                self._ends.update({(tp.topic, tp.partition): o for tp, o in ends.items()})
+            except Exception:  # unreachable broker: what the fetches last saw
+                for tp in assigned:
+                    highwater = consumer.highwater(tp)
+                    if highwater is not None:
+                        self._ends[(tp.topic, tp.partition)] = highwater
+        positions: dict[TP, int] = {}
+        for tp in assigned:
+            key = (tp.topic, tp.partition)
+            believed = self.believed.get(key)
+            positions[key] = believed if believed is not None else self._floor.get(key, 0)
+            end = self._ends.get(key)
+            if end is not None:
+                self.observer.partition_lag(key[0], key[1], max(0, end - positions[key]))
+        return self.watchdog.observe(positions, {tp: self._ends.get(tp) for tp in positions},
+                                     self._topic_partitions(consumer))  # fmt: skip
+
+    def _topic_partitions(self, consumer: Any) -> int:
+        """Partitions the topics have, as far as this process has ever seen (a
+        consumer that cannot reach the broker knows none, yet they exist)."""
+        known = self.watchdog.state.topic_partitions
+        if consumer is None:
+            return known
+        return max(known, sum(len(consumer.partitions_for_topic(t) or ()) for t in self.topics))
 
     async def _fetch(self, consumer: Any) -> list[Record]:
         """Up to `max_records`; once the first records are in, keep collecting for
@@ -260,10 +465,10 @@ class Projector:
         self.stats.seconds_writing += time.perf_counter() - t0
         self.stats.records += len(records)
         self.stats.rows += rows.count()
-        metrics.PROJECTED_ROWS.inc(rows.count())
-        metrics.PROJECTED_BATCHES.inc()
+        self.observer.batch_committed(rows.count())
         for tp, (_, nxt) in offsets.items():
             self.believed[tp] = nxt
             highwater = consumer.highwater(TopicPartition(*tp))
             if highwater is not None:
-                metrics.PROJECTION_LAG.labels(tp[0], str(tp[1])).set(max(0, highwater - nxt))
+                self._ends[tp] = max(highwater, self._ends.get(tp, 0))
+                self.observer.partition_lag(tp[0], tp[1], max(0, highwater - nxt))
