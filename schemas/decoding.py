@@ -3,11 +3,17 @@
 Duplicate keys (last one wins elsewhere), NaN/Infinity literals, invalid
 UTF-8, nesting past the parser's recursion limit and oversized payloads each get their own code, so a
 poison message is described precisely in the dead-letter topic.
+
+A lone surrogate (`"\\ud800"` with no partner) decodes to a Python string that no
+UTF-8 encoder, Postgres column or `model_dump_json` accepts, so it is refused here,
+in any string or key, as `INVALID_VALUE` at its location; an integer literal past
+Python's 4,300-digit conversion limit is `OUT_OF_RANGE`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from schemas.errors import ContractError
@@ -40,6 +46,34 @@ def _constant(literal: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_at(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """Where the first lone surrogate sits in a decoded value (a key counts as its own location)."""
+    if isinstance(value, str):
+        return loc if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and _SURROGATE.search(key):
+                return (*loc, key)
+            found = _surrogate_at(item, (*loc, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _surrogate_at(item, (*loc, i))
+            if found is not None:
+                return found
+    return None
+
+
+def _refuse_surrogates(doc: dict[str, Any]) -> None:
+    loc = _surrogate_at(doc)
+    if loc is not None:
+        raise ContractError.single(
+            "INVALID_VALUE", "a lone UTF-16 surrogate is not a Unicode character and cannot be stored", loc
+        )
 
 
 def decode_object(
@@ -49,6 +83,7 @@ def decode_object(
 ) -> dict[str, Any]:
     """Decode one event into a JSON object or raise `ContractError`."""
     if isinstance(data, dict):
+        _refuse_surrogates(data)
         return data
     if isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
@@ -60,7 +95,7 @@ def decode_object(
             raise ContractError.single("INVALID_UTF8", f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     elif isinstance(data, str):
         text = data
-        if len(text) > max_bytes and len(text.encode("utf-8")) > max_bytes:
+        if len(text) > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes:
             raise ContractError.single("PAYLOAD_TOO_LARGE", f"payload exceeds the {max_bytes}-byte limit")
     else:
         raise ContractError.single("NOT_AN_OBJECT", f"expected bytes, str or dict, got {type(data).__name__}")
@@ -78,6 +113,11 @@ def decode_object(
         raise ContractError.single("INVALID_JSON", f"{exc.msg} at line {exc.lineno} col {exc.colno}") from None
     except RecursionError:
         raise ContractError.single("NESTING_TOO_DEEP", "JSON nests too deeply") from None
+    except ValueError as exc:  # int() past sys.get_int_max_str_digits()
+        raise ContractError.single("OUT_OF_RANGE", f"integer literal too long: {exc}") from None
     if not isinstance(value, dict):
         raise ContractError.single("NOT_AN_OBJECT", f"an event must be a JSON object, got {type(value).__name__}")
+    # Lone surrogates come from \\uD800-\\uDFFF escapes or, in a str input, from the text itself.
+    if "\\ud" in text or "\\uD" in text or (isinstance(data, str) and _SURROGATE.search(text)):
+        _refuse_surrogates(value)
     return value

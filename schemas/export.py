@@ -70,6 +70,7 @@ def judge_output_schemas() -> dict[str, dict[str, Any]]:
     v10 = copy.deepcopy(current)
     v10["properties"]["schema_version"]["const"] = "1.0"
     _drop(v10, ADDED_IN_2_0)
+    v10["required"] = [r for r in v10["required"] if r != "judge_completed_at"]  # optional in 1.0
     v10["description"] = "Judge output contract 1.0: no telemetry, adjustments, status or lanes list."
     return {"2.1": current, "2.0": v20, "1.0": v10}
 

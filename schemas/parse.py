@@ -3,6 +3,12 @@
 Each parser decodes strictly, resolves and upcasts the schema version, and
 validates; every failure is a `ContractError` with codes. `validate_*`
 also returns the warnings and the version the producer sent.
+
+Two paths give the same answers: `reference_*` (stdlib decode with hooks, then
+python-mode validation) is the authority; the public parsers first try
+`schemas.fast` (one pydantic-core pass over the bytes), which accepts only what
+it can show the reference accepts identically and otherwise hands over to it,
+so every rejection and its codes come from the reference.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from schemas.decoding import MAX_PAYLOAD_BYTES, decode_object
 from schemas.error_codes import contract_error
 from schemas.errors import ContractError, ContractWarning, ErrorDetail
 from schemas.events import EvaluationRunStarted, HumanReview
+from schemas.fast import FastContract
 from schemas.judge_output import JudgeOutput
 from schemas.quality import judge_output_warnings
 from schemas.rubric import RubricVersion
@@ -80,9 +87,10 @@ def check_against_rubric(output: JudgeOutput, rubric: RubricVersion) -> None:
         raise ContractError(errors)
 
 
-def validate_judge_output(
+def reference_validate_judge_output(
     data: RawEvent, *, rubric: RubricVersion | None = None, max_bytes: int = MAX_PAYLOAD_BYTES
 ) -> Parsed[JudgeOutput]:
+    """The reference path: stdlib decode, upcast, python-mode validation."""
     sent, doc = _decode_versioned(data, JUDGE_OUTPUT_VERSIONS, max_bytes)
     output = _validate(JudgeOutput, doc)
     if rubric is not None:
@@ -90,14 +98,51 @@ def validate_judge_output(
     return Parsed(output, tuple(judge_output_warnings(output, rubric)), sent)
 
 
+def reference_validate_claim_check(data: RawEvent, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> Parsed[ClaimCheck]:
+    """The reference path for claim checks."""
+    sent, doc = _decode_versioned(data, CLAIM_CHECK_VERSIONS, max_bytes)
+    return Parsed(_validate(ClaimCheck, doc), (), sent)
+
+
+def reference_parse_simple(model: type[T], data: RawEvent) -> T:
+    """The reference path for the single-version contracts (rubric, run, review)."""
+    _, doc = VersionLine(model.__name__, {"1.0": None}).upcast(decode_object(data))
+    return _validate(model, doc)
+
+
+_FAST_JUDGE_OUTPUT = FastContract(JudgeOutput, JUDGE_OUTPUT_VERSIONS.current)
+_FAST_CLAIM_CHECK = FastContract(ClaimCheck, CLAIM_CHECK_VERSIONS.current)
+_FAST_SIMPLE: dict[type[BaseModel], FastContract[Any]] = {
+    model: FastContract(model, "1.0") for model in (RubricVersion, EvaluationRunStarted, HumanReview)
+}
+
+
+def validate_judge_output(
+    data: RawEvent, *, rubric: RubricVersion | None = None, max_bytes: int = MAX_PAYLOAD_BYTES
+) -> Parsed[JudgeOutput]:
+    output = _FAST_JUDGE_OUTPUT.parse(data, max_bytes)
+    if output is None:
+        return reference_validate_judge_output(data, rubric=rubric, max_bytes=max_bytes)
+    if rubric is not None:
+        check_against_rubric(output, rubric)
+    return Parsed(output, tuple(judge_output_warnings(output, rubric)), output.schema_version)
+
+
 def parse_judge_output(data: RawEvent, *, rubric: RubricVersion | None = None) -> JudgeOutput:
     """Parse one judge output of any supported schema_version into the 2.1 model."""
-    return validate_judge_output(data, rubric=rubric).event
+    output = _FAST_JUDGE_OUTPUT.parse(data, MAX_PAYLOAD_BYTES)
+    if output is None:
+        return reference_validate_judge_output(data, rubric=rubric).event
+    if rubric is not None:
+        check_against_rubric(output, rubric)
+    return output  # warnings never reject, so the fast path skips computing them here
 
 
 def validate_claim_check(data: RawEvent, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> Parsed[ClaimCheck]:
-    sent, doc = _decode_versioned(data, CLAIM_CHECK_VERSIONS, max_bytes)
-    return Parsed(_validate(ClaimCheck, doc), (), sent)
+    check = _FAST_CLAIM_CHECK.parse(data, max_bytes)
+    if check is None:
+        return reference_validate_claim_check(data, max_bytes=max_bytes)
+    return Parsed(check, (), check.schema_version)
 
 
 def parse_claim_check(data: RawEvent) -> ClaimCheck:
@@ -106,8 +151,8 @@ def parse_claim_check(data: RawEvent) -> ClaimCheck:
 
 
 def _parse_simple(model: type[T], data: RawEvent) -> T:
-    _, doc = VersionLine(model.__name__, {"1.0": None}).upcast(decode_object(data))
-    return _validate(model, doc)
+    parsed = _FAST_SIMPLE[model].parse(data, MAX_PAYLOAD_BYTES)
+    return reference_parse_simple(model, data) if parsed is None else parsed  # type: ignore[return-value]
 
 
 def parse_rubric(data: RawEvent) -> RubricVersion:

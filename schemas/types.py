@@ -13,13 +13,14 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_UUID_RE = re.compile(UUID_PATTERN)
 SCREAMING_SNAKE = r"^[A-Z_]+$"
 LOWER_SNAKE = r"^[a-z_]+$"
 SCHEMA_VERSION_PATTERN = r"^\d+\.\d+$"
 
 
-def _check_uuid(value: str) -> str:
+def check_uuid(value: str) -> str:
     if not _UUID_RE.match(value):
         raise PydanticCustomError("INVALID_UUID", "must be a UUID like 8-4-4-4-12 hex digits")
     return value.lower()
@@ -37,7 +38,7 @@ def _check_timestamp(value: str) -> str:
     return value
 
 
-Uuid = Annotated[str, AfterValidator(_check_uuid), Field(json_schema_extra={"format": "uuid"})]
+Uuid = Annotated[str, AfterValidator(check_uuid), Field(json_schema_extra={"format": "uuid"})]
 Timestamp = Annotated[str, AfterValidator(_check_timestamp), Field(json_schema_extra={"format": "date-time"})]
 FlagCode = Annotated[str, Field(pattern=SCREAMING_SNAKE)]
 Key = Annotated[str, Field(pattern=LOWER_SNAKE)]

@@ -3,7 +3,7 @@
 | version | what it has |
 |---|---|
 | 1.0 | scores, lanes, signals, confidence, flags; no telemetry, integrity |
-|     | adjustments, status or completed lanes                              |
+|     | adjustments, status or completed lanes; judge_completed_at optional |
 | 2.0 | adds telemetry (without error_count and telemetry_unavailable_reason), |
 |     | integrity adjustments, status, completed lanes                     |
 | 2.1 | seed 000's contract |
@@ -42,6 +42,8 @@ def judge_output_1_0_to_2_0(doc: Doc) -> Doc:
     out.setdefault("integrity_adjusted_score", out.get("overall_score"))
     out.setdefault("status", "complete")
     out.setdefault("failure_reason", None)
+    # 1.0 producers could leave the completion time out; it is nullable since.
+    out.setdefault("judge_completed_at", None)
     if isinstance(lanes, list):
         out.setdefault(
             "completed_lane_keys",
