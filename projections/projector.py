@@ -283,6 +283,8 @@ class Projector:
         return consumer
 
     async def _run_group(self) -> None:
+        from aiokafka.errors import KafkaError
+
         await self._ensure_topics()
         main = asyncio.current_task()
         assert main is not None
@@ -300,7 +302,7 @@ class Projector:
                         records = await self._fetch(consumer)
                         if records:
                             await self._write(consumer, records)
-                except Exception as exc:
+                except (KafkaError, OSError) as exc:  # anything else is a bug: crash as before
                     if self._stop.is_set():
                         raise
                     log.error("consumer failed (%s); rebuilding it in %.0fs", exc, retry)
