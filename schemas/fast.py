@@ -31,7 +31,6 @@ the built tree instead of from inside pydantic-core, with the same functions.
 
 from __future__ import annotations
 
-import operator
 import types
 from collections.abc import Callable
 from typing import Annotated, Any, Generic, Literal, TypeVar, Union, get_args, get_origin
@@ -175,8 +174,10 @@ def _key_counter(
             if kind is None:
                 continue
             # A default None or [] holds no string; any other default must not be counted.
-            exact = info.is_required() or (kind == "maybe" and info.default is None) or (
-                kind == "many" and (info.default == [] or info.default_factory is list)
+            exact = (
+                info.is_required()
+                or (kind == "maybe" and info.default is None)
+                or (kind == "many" and (info.default == [] or info.default_factory is list))
             )
             if kind == "one" and exact:
                 constant += 1
@@ -250,4 +251,4 @@ class FastContract(Generic[M]):
                 return None
         elif raw.translate(None, _JSON_WHITESPACE).count(b'":') != keys:
             return None
-        return obj  # type: ignore[no-any-return]
+        return obj

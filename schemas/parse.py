@@ -152,7 +152,7 @@ def parse_claim_check(data: RawEvent) -> ClaimCheck:
 
 def _parse_simple(model: type[T], data: RawEvent) -> T:
     parsed = _FAST_SIMPLE[model].parse(data, MAX_PAYLOAD_BYTES)
-    return reference_parse_simple(model, data) if parsed is None else parsed  # type: ignore[return-value]
+    return reference_parse_simple(model, data) if parsed is None else parsed
 
 
 def parse_rubric(data: RawEvent) -> RubricVersion:

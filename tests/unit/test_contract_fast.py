@@ -123,6 +123,7 @@ json_values = st.recursive(
 )
 ODD_STRINGS = ["\ud800", "a\udfffb", "\udc00\ud800", "\ud83d\ude00", "x\x00y", 'say "hi": ok', "line\nbreak", "é ü",
                "\\u0000", "", "2026-03-31T12:00:00Z", "8E7A1C2D-1111-4222-8333-944455556666\n"]  # fmt: skip
+VERSIONS = ["1.0", "2.0", "2.1", "2.9", "1.4", "3.0", "0.1", "2.1\n", None, 2.1, "missing"]
 MUTATIONS = ["none", "dup", "dup_same", "nonfinite", "surrogate", "huge", "deep", "wrong", "stringify", "extra",
              "delete", "odd_string", "version", "escaped_key"]  # fmt: skip
 
@@ -146,7 +147,7 @@ def mutate(doc: Any, data: st.DataObject, how: str) -> None:
     places = slots(doc)
     if how == "version":
         doc[:] = [p for p in doc if p[0] != "schema_version"]
-        version = data.draw(st.sampled_from(["1.0", "2.0", "2.1", "2.9", "1.4", "3.0", "0.1", "2.1\n", None, 2.1, "missing"]))
+        version = data.draw(st.sampled_from(VERSIONS))
         if version != "missing" or data.draw(st.booleans()):
             doc.insert(0, ["schema_version", version])
         return
@@ -253,8 +254,15 @@ def test_claim_check_paths_agree(data: st.DataObject, seed: int) -> None:
 
 
 def _review(seed: int) -> dict[str, Any]:
-    return {"schema_version": "1.0", "review_id": workload.stable_id("review", seed), "claim_id": f"claim-{seed}",
-            "reviewer": "ana", "final_verdict": "pass", "notes": None, "created_at": "2026-03-31T12:00:00Z"}  # fmt: skip
+    return {
+        "schema_version": "1.0",
+        "review_id": workload.stable_id("review", seed),
+        "claim_id": f"claim-{seed}",
+        "reviewer": "ana",
+        "final_verdict": "pass",
+        "notes": None,
+        "created_at": "2026-03-31T12:00:00Z",
+    }
 
 
 SIMPLE = {
