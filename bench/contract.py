@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import statistics
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,6 +52,8 @@ class SizeCost:
     floor_us: float = 0.0
     floor_plain_us: float = 0.0
     fast_us: float = 0.0
+    fast_vs_floor: float = 0.0
+    """Median over rounds of (fast path / floor) timed back to back."""
 
 
 def _lanes(lanes: int, dims: int) -> dict[str, list[tuple[str, float]]]:
@@ -103,19 +106,19 @@ def _config(schema: dict[str, Any]) -> Any:
     return schema.get("config")
 
 
-def _interleaved(fns: dict[str, Any], budget_s: float) -> dict[str, float]:
-    """Best per-call seconds of each function, timed in alternating rounds so that all of
-    them see the same machine (the minimum filters out rounds another process interrupted)."""
-    best = dict.fromkeys(fns, float("inf"))
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < budget_s or calls < 5:
+def _interleaved(fns: dict[str, Any], budget_s: float) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Per-call seconds of each function, timed in alternating rounds so that all of them see
+    the same machine: the best round of each, and every round (for per-round ratios, which a
+    busy machine disturbs far less than it disturbs times taken seconds apart)."""
+    rounds: dict[str, list[float]] = {name: [] for name in fns}
+    start = time.perf_counter()
+    while time.perf_counter() - start < budget_s or len(rounds[next(iter(fns))]) < 5:
         for name, fn in fns.items():
             t0 = time.perf_counter()
             for _ in range(20):
                 fn()
-            best[name] = min(best[name], (time.perf_counter() - t0) / 20)
-        calls += 1
-    return best
+            rounds[name].append((time.perf_counter() - t0) / 20)
+    return {name: min(times) for name, times in rounds.items()}, rounds
 
 
 def summary(costs: list[SizeCost]) -> dict[str, float]:
@@ -126,7 +129,7 @@ def summary(costs: list[SizeCost]) -> dict[str, float]:
         "contract_fast_us_typical": typical.fast_us,
         "contract_floor_us_typical": typical.floor_us,
         "contract_floor_plain_us_typical": typical.floor_plain_us,
-        "contract_typical_vs_floor": typical.fast_us / typical.floor_us,
+        "contract_typical_vs_floor": typical.fast_vs_floor,
     }
 
 
@@ -168,7 +171,7 @@ def measure(budget_s: float = 1.0) -> list[SizeCost]:
         valid = screen_judge_output(raw, src)[0]
         project(Record(names.judge_outputs_valid, 0, 0, valid.key, valid.value, tuple(valid.headers), 0),
                 names, roles, rows)  # fmt: skip
-        best = _interleaved(
+        best, rounds = _interleaved(
             {
                 "fast": functools.partial(parse_judge_output, raw),
                 "reference": functools.partial(reference_validate_judge_output, raw),
@@ -189,6 +192,7 @@ def measure(budget_s: float = 1.0) -> list[SizeCost]:
                 floor_us=best["floor"] * 1e6,
                 floor_plain_us=best["floor_plain"] * 1e6,
                 fast_us=best["fast"] * 1e6,
+                fast_vs_floor=statistics.median(f / g for f, g in zip(rounds["fast"], rounds["floor"], strict=True)),
             )
         )
     return results
