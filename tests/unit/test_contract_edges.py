@@ -20,6 +20,7 @@ from schemas import (
     parse_judge_output,
     parse_rubric,
 )
+from schemas.decoding import decode_object
 from schemas.parse import reference_validate_claim_check, reference_validate_judge_output
 
 JUDGE_OUTPUT = workload.judge_output(
@@ -94,6 +95,13 @@ def test_lone_surrogate_in_an_unknown_field_or_key_is_refused_too() -> None:
         with pytest.raises(ContractError) as info:
             parse_claim_check(json.dumps(doc).encode())
         assert info.value.codes == ["INVALID_VALUE"]
+
+
+def test_a_refused_event_can_still_be_read_for_its_identifiers() -> None:
+    raw = json.dumps({**CLAIM_CHECK, "passage": "\ud800"}).encode()
+    with pytest.raises(ContractError):
+        decode_object(raw)
+    assert decode_object(raw, allow_surrogates=True)["claim_id"] == "claim-5"
 
 
 def test_a_surrogate_pair_is_one_character_and_accepted() -> None:
