@@ -1,19 +1,38 @@
 """Contract cost: `parse_judge_output` calls per second in this process, by output size,
-and how the worker's pure per-event work and the projected rows grow with it."""
+and how the worker's pure per-event work and the projected rows grow with it.
+
+Beside the public parser (the fast path) each size also times, in the same run and
+interleaved with it, the reference path (stdlib decode + python-mode validation) and
+the floor: pydantic-core strict `validate_json` of the same bytes into the same
+fields with no validators (the contract's own core schema with every validator
+function removed; `floor_plain_us` also drops the field constraints).
+"""
 
 from __future__ import annotations
 
 import functools
 import json
 import random
+import statistics
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic_core import SchemaValidator
 
 from judgeflow import workload
 from projections.rows import Record, Rows, project
-from schemas import EvaluationRunStarted, RubricVersion, parse_evaluation_run, parse_judge_output, parse_rubric
+from schemas import (
+    EvaluationRunStarted,
+    JudgeOutput,
+    RubricVersion,
+    parse_evaluation_run,
+    parse_judge_output,
+    parse_rubric,
+)
 from schemas.decoding import MAX_PAYLOAD_BYTES
+from schemas.parse import reference_validate_judge_output
 from streams import runs
 from streams.edge import SourceRef, screen_judge_output
 from streams.stage import Inbound
@@ -31,6 +50,12 @@ class SizeCost:
     parse_per_s: float
     worker_us: float
     rows: int
+    reference_us: float = 0.0
+    floor_us: float = 0.0
+    floor_plain_us: float = 0.0
+    fast_us: float = 0.0
+    fast_vs_floor: float = 0.0
+    """Median over rounds of (fast path / floor) timed back to back."""
 
 
 def _lanes(lanes: int, dims: int) -> dict[str, list[tuple[str, float]]]:
@@ -51,6 +76,65 @@ def _timed(fn: object, budget_s: float) -> float:
             return elapsed / calls
 
 
+_CONSTRAINTS = frozenset({"pattern", "min_length", "max_length", "ge", "le", "gt", "lt"})
+
+
+def _without_validators(schema: Any, *, constraints: bool) -> Any:
+    """A core schema with every validator function unwrapped (and, optionally, no constraints)."""
+    if isinstance(schema, list):
+        return [_without_validators(s, constraints=constraints) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("type") in ("function-after", "function-before", "function-wrap", "function-plain"):
+        return _without_validators(schema["schema"], constraints=constraints)
+    return {
+        k: v if k in ("cls", "config", "metadata", "serialization") else _without_validators(v, constraints=constraints)
+        for k, v in schema.items()
+        if constraints or k not in _CONSTRAINTS
+    }
+
+
+def floor_validators(model: type[Any] = JudgeOutput) -> tuple[SchemaValidator, SchemaValidator]:
+    """(same fields and constraints, no validators; same fields, plain types) for `model`."""
+    schema = model.__pydantic_core_schema__
+    return tuple(  # type: ignore[return-value]
+        SchemaValidator(_without_validators(schema, constraints=keep), _config(schema)) for keep in (True, False)
+    )
+
+
+def _config(schema: dict[str, Any]) -> Any:
+    while schema.get("type") != "model":
+        schema = schema["schema"]
+    return schema.get("config")
+
+
+def _interleaved(fns: dict[str, Any], budget_s: float) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Per-call seconds of each function, timed in alternating rounds so that all of them see
+    the same machine: the best round of each, and every round (for per-round ratios, which a
+    busy machine disturbs far less than it disturbs times taken seconds apart)."""
+    rounds: dict[str, list[float]] = {name: [] for name in fns}
+    start = time.perf_counter()
+    while time.perf_counter() - start < budget_s or len(rounds[next(iter(fns))]) < 5:
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(20):
+                fn()
+            rounds[name].append((time.perf_counter() - t0) / 20)
+    return {name: min(times) for name, times in rounds.items()}, rounds
+
+
+def summary(costs: list[SizeCost]) -> dict[str, float]:
+    """The typical size's contract figures as result keys (the ratio's target: <= 1.5, goal <= 1.2)."""
+    typical = next(c for c in costs if c.size == "typical")
+    return {
+        "contract_reference_us_typical": typical.reference_us,
+        "contract_fast_us_typical": typical.fast_us,
+        "contract_floor_us_typical": typical.floor_us,
+        "contract_floor_plain_us_typical": typical.floor_plain_us,
+        "contract_typical_vs_floor": typical.fast_vs_floor,
+    }
+
+
 def _worker_step(raw: bytes, src: SourceRef, started: EvaluationRunStarted, rubric: RubricVersion) -> None:
     """The worker's pure work for one output of a run: validate, reconcile, store the state."""
     now = datetime.now(UTC)
@@ -62,6 +146,7 @@ def _worker_step(raw: bytes, src: SourceRef, started: EvaluationRunStarted, rubr
 
 def measure(budget_s: float = 1.0) -> list[SizeCost]:
     rng = random.Random(1)
+    floor, floor_plain = floor_validators()
     names = TopicNames()
     roles = {v: k for k, v in names.all().items()}
     results = []
@@ -87,5 +172,28 @@ def measure(budget_s: float = 1.0) -> list[SizeCost]:
         valid = screen_judge_output(raw, src)[0]
         project(Record(names.judge_outputs_valid, 0, 0, valid.key, valid.value, tuple(valid.headers), 0),
                 names, roles, rows)  # fmt: skip
-        results.append(SizeCost(size, len(raw), parse_s * 1e6, 1 / parse_s, worker_s * 1e6, rows.count()))
+        best, rounds = _interleaved(
+            {
+                "fast": functools.partial(parse_judge_output, raw),
+                "reference": functools.partial(reference_validate_judge_output, raw),
+                "floor": functools.partial(floor.validate_json, raw),
+                "floor_plain": functools.partial(floor_plain.validate_json, raw),
+            },
+            budget_s,
+        )
+        results.append(
+            SizeCost(
+                size,
+                len(raw),
+                parse_s * 1e6,
+                1 / parse_s,
+                worker_s * 1e6,
+                rows.count(),
+                reference_us=best["reference"] * 1e6,
+                floor_us=best["floor"] * 1e6,
+                floor_plain_us=best["floor_plain"] * 1e6,
+                fast_us=best["fast"] * 1e6,
+                fast_vs_floor=statistics.median(f / g for f, g in zip(rounds["fast"], rounds["floor"], strict=True)),
+            )
+        )
     return results

@@ -80,10 +80,16 @@ def decode_object(
     data: bytes | bytearray | memoryview | str | dict[str, Any],
     *,
     max_bytes: int = MAX_PAYLOAD_BYTES,
+    allow_surrogates: bool = False,
 ) -> dict[str, Any]:
-    """Decode one event into a JSON object or raise `ContractError`."""
+    """Decode one event into a JSON object or raise `ContractError`.
+
+    `allow_surrogates=True` is for reading fields out of an event already refused
+    (e.g. the claim_id of a dead-lettered check), never for accepting one.
+    """
     if isinstance(data, dict):
-        _refuse_surrogates(data)
+        if not allow_surrogates:
+            _refuse_surrogates(data)
         return data
     if isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
@@ -118,6 +124,8 @@ def decode_object(
     if not isinstance(value, dict):
         raise ContractError.single("NOT_AN_OBJECT", f"an event must be a JSON object, got {type(value).__name__}")
     # Lone surrogates come from \\uD800-\\uDFFF escapes or, in a str input, from the text itself.
+    if allow_surrogates:
+        return value
     if "\\ud" in text or "\\uD" in text or (isinstance(data, str) and _SURROGATE.search(text)):
         _refuse_surrogates(value)
     return value

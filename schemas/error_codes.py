@@ -3,6 +3,11 @@
 Custom refinements already raise with a judgeflow code as their type; the
 built-in ones are mapped by kind, with a few field-specific codes for the
 rules the seed's review checklist names (evidence, deductions, flag codes).
+
+Two codes are also raised while decoding, before any field is validated
+(`schemas.decoding`): `INVALID_VALUE` for a lone UTF-16 surrogate (`"\\ud800"`) in
+any string or key, located at that string, and `OUT_OF_RANGE` for an integer
+literal longer than Python's 4,300-digit conversion limit.
 """
 
 from __future__ import annotations

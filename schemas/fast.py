@@ -135,36 +135,47 @@ def _key_counter(
     nested loops over the model's fields: walking the tree generically costs twice as much.
     """
     env: dict[str, Any] = {"_Replaced": _Replaced}
-    lines = ["def count(o0):", "    n = 0", "    s = 0"]
     names = iter(range(1, 10_000))
     countable = True
 
-    def emit(cls: type[BaseModel], var: str, pad: str, depth: int) -> None:
+    def emit(cls: type[BaseModel], var: str, pad: str, depth: int) -> tuple[list[str], int, int]:
+        """Lines for one instance `var` of `cls`, and the keys and strings every instance adds
+        (the caller multiplies those by the length of a list instead of looping for them)."""
         nonlocal countable
         if depth > 8:
             raise TypeError(f"{model.__name__}: models nest too deeply (or recursively) for the fast path")
-        fields_set = f"f{next(names)}"
-        lines.append(f"{pad}{fields_set} = {var}.__pydantic_fields_set__")
-        lines.append(f"{pad}n += len({fields_set})")
+        body: list[str] = []
+        fields_set, keys = f"{var}.__pydantic_fields_set__", 0
+        if all(info.is_required() for info in cls.model_fields.values()):
+            keys = len(cls.model_fields)  # a built instance had every required key
+        else:
+            local = f"f{next(names)}"
+            body += [f"{pad}{local} = {fields_set}", f"{pad}n += len({local})"]
+            fields_set = local
         for check in checks.get(cls, ()):
             name = f"check_{len(env)}"
             env[name] = check
-            lines.append(f"{pad}if {name}({var}) is not {var}: raise _Replaced")
-        constant, terms = 0, []
+            body.append(f"{pad}if {name}({var}) is not {var}: raise _Replaced")
+        strings, terms = 0, []
         for field_name, info in cls.model_fields.items():
             value = f"{var}.{field_name}"
-            given = f"{field_name!r} in {fields_set}"
+            given = "" if info.is_required() else f" and {field_name!r} in {fields_set}"
             sub, many = _model_in(info.annotation)
             if sub is not None:
                 local, item = f"v{next(names)}", f"o{next(names)}"
-                lines.append(f"{pad}{local} = {value}")
-                test = local if many else f"{local} is not None"
-                lines.append(f"{pad}if {test}{'' if info.is_required() else f' and {given}'}:")
                 if many:
-                    lines.append(f"{pad}    for {item} in {local}:")
-                    emit(sub, item, pad + "        ", depth + 1)
+                    inner, sub_keys, sub_strings = emit(sub, item, pad + "        ", depth + 1)
+                    block = [f"{pad}    for {item} in {local}:", *inner] if inner else []
+                    block += [f"{pad}    n += {sub_keys} * len({local})"] if sub_keys else []
+                    block += [f"{pad}    s += {sub_strings} * len({local})"] if sub_strings else []
+                    test = local
                 else:
-                    emit(sub, local, pad + "    ", depth + 1)
+                    inner, sub_keys, sub_strings = emit(sub, local, pad + "    ", depth + 1)
+                    block = [*inner, *([f"{pad}    n += {sub_keys}"] if sub_keys else [])]
+                    block += [f"{pad}    s += {sub_strings}"] if sub_strings else []
+                    test = f"{local} is not None"
+                if block:
+                    body += [f"{pad}{local} = {value}", f"{pad}if {test}{given}:", *block]
                 continue
             try:
                 kind = _strings_in(info.annotation)
@@ -180,17 +191,18 @@ def _key_counter(
                 or (kind == "many" and (info.default == [] or info.default_factory is list))
             )
             if kind == "one" and exact:
-                constant += 1
+                strings += 1
             elif exact:
                 terms.append(_STRING_COUNT[kind].format(v=value))
             else:
-                terms.append(f"({_STRING_COUNT[kind].format(v=value)} if {given} else 0)")
-        if constant or terms:
-            lines.append(f"{pad}s += {' + '.join([*terms, str(constant)] if constant else terms)}")
+                terms.append(f"({_STRING_COUNT[kind].format(v=value)} if {given[5:]} else 0)")
+        if terms:
+            body.append(f"{pad}s += {' + '.join(terms)}")
+        return body, keys, strings
 
-    emit(model, "o0", "    ", 0)
-    lines.append("    return n, s")
-    exec("\n".join(lines), env)  # noqa: S102 - source built above from field names only
+    body, keys, strings = emit(model, "o0", "    ", 0)
+    source = "\n".join(["def count(o0):", "    n = 0", "    s = 0", *body, f"    return n + {keys}, s + {strings}"])
+    exec(source, env)  # noqa: S102 - source built above from field names only
     return env["count"], countable
 
 
@@ -228,7 +240,8 @@ class FastContract(Generic[M]):
                 return None
         else:
             return None
-        if len(raw) > max_bytes or (b"\\" in raw and b"\\u0000" in raw):
+        escaped = b"\\" in raw
+        if len(raw) > max_bytes or (escaped and b"\\u0000" in raw):
             return None
         if not raw.isascii():
             try:
@@ -245,7 +258,7 @@ class FastContract(Generic[M]):
             keys, strings = self._count(obj)
         except Exception:  # a refinement failed: the reference reports it (or raises it) itself
             return None
-        if self._strings_countable and b"\\" not in raw:
+        if self._strings_countable and not escaped:
             # With no escape at all, every quote delimits a key or a string value.
             if raw.count(b'"') != 2 * (keys + strings):
                 return None

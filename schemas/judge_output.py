@@ -67,8 +67,7 @@ class LaneScore(Contract):
 
     @model_validator(mode="after")
     def _unique_dimensions(self) -> LaneScore:
-        keys = [d.dimension_key for d in self.dimension_scores]
-        if len(keys) != len(set(keys)):
+        if len({d.dimension_key for d in self.dimension_scores}) != len(self.dimension_scores):
             raise PydanticCustomError("DUPLICATE_DIMENSION_KEY", "a dimension_key appears twice in one lane")
         return self
 
@@ -173,12 +172,11 @@ class JudgeOutput(Contract):
                     "SIGNAL_REQUIRED",
                     "positive_signal and primary_weakness may be null only when status is failed",
                 )
-        lane_keys = [lane.lane_key for lane in self.lane_scores]
-        if len(lane_keys) != len(set(lane_keys)):
+        lane_keys = {lane.lane_key for lane in self.lane_scores}
+        if len(lane_keys) != len(self.lane_scores):
             raise PydanticCustomError("DUPLICATE_LANE_KEY", "a lane_key appears twice")
-        if len(self.completed_lane_keys) != len(set(self.completed_lane_keys)) or set(self.completed_lane_keys) != set(
-            lane_keys
-        ):
+        completed = set(self.completed_lane_keys)
+        if len(completed) != len(self.completed_lane_keys) or completed != lane_keys:
             raise PydanticCustomError(
                 "COMPLETED_LANES_MISMATCH",
                 "completed_lane_keys must list exactly the lanes present in lane_scores",

@@ -17,7 +17,7 @@ def _result(**overrides: Any) -> dict[str, Any]:
         "pipeline_p99_ms_half_load": 420.0,
         "rss_mb_20k": 100.0,
         "rss_mb_200k": 112.0,
-        "contract_us_typical": 150.0,
+        "contract_fast_us_typical": 150.0,
         "contract_floor_us_typical": 120.0,
         "pipeline_events_per_s": 300.0,
         "ceiling_events_per_s": 4_800.0,
@@ -57,7 +57,7 @@ def test_met_and_goal_met_follow_the_bounds() -> None:
     assert (got["rss_growth"]["met"], got["rss_growth"]["goal_met"]) == (False, False)
     assert (got["contract_typical_vs_floor"]["met"], got["contract_typical_vs_floor"]["goal_met"]) == (True, False)
     better = evaluate_targets(_result(judgeflow_step_events_per_s=4_000.0, rss_mb_200k=102.0,
-                                      contract_us_typical=144.0, pipeline_p99_ms_half_load=99.0))  # fmt: skip
+                                      contract_fast_us_typical=144.0, pipeline_p99_ms_half_load=99.0))  # fmt: skip
     assert all(better[n]["met"] and better[n]["goal_met"] for n in
                ("judgeflow_vs_peer", "judgeflow_vs_faust_bare", "rss_growth", "contract_typical_vs_floor",
                 "pipeline_p99_ms_half_load"))  # fmt: skip
