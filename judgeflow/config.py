@@ -70,6 +70,7 @@ class Settings:
     session_timeout_seconds: float = 60.0
     state_retention_seconds: float = 7 * 24 * 3600.0
     producer_linger_ms: float = 20.0
+    take_events: int = 4096
     stall_seconds: float = 60.0
     stall_recovery_seconds: float = 60.0
     ready_lag: int = 1000
@@ -100,6 +101,7 @@ ENV = {
     "JUDGEFLOW_SESSION_TIMEOUT": "session_timeout_seconds",
     "JUDGEFLOW_STATE_RETENTION": "state_retention_seconds",
     "JUDGEFLOW_PRODUCER_LINGER_MS": "producer_linger_ms",
+    "JUDGEFLOW_TAKE_EVENTS": "take_events",
     "JUDGEFLOW_STALL_SECONDS": "stall_seconds",
     "JUDGEFLOW_STALL_RECOVERY_SECONDS": "stall_recovery_seconds",
     "JUDGEFLOW_READY_LAG": "ready_lag",

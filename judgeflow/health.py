@@ -23,7 +23,7 @@ log = logging.getLogger("judgeflow.health")
 
 
 class Status(Protocol):
-    """A process's self-assessment, e.g. `projections.watchdog.WatchdogState`."""
+    """A process's self-assessment, e.g. `streams.watchdog.WatchdogState`."""
 
     @property
     def live(self) -> bool: ...

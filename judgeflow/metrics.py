@@ -13,25 +13,25 @@ import os
 
 from prometheus_client import Counter, Gauge, start_http_server
 
-from projections.watchdog import Action, WatchdogState
+from streams.watchdog import Action, WatchdogState
 
 log = logging.getLogger("judgeflow.metrics")
 
 # The worker's own metrics live beside it, in the lower layer.
-from streams.metrics import CONSUMER_LAG, EVENTS, INVALID, ROUTES  # noqa: F401, E402
+from streams.metrics import (  # noqa: F401, E402
+    CONSUMER_LAG,
+    EVENTS,
+    INVALID,
+    LAST_PROGRESS_SECONDS,
+    ROUTES,
+    STALLED_PARTITIONS,
+    WATCHDOG_RECOVERIES,
+)
 
 PROJECTION_LAG = Gauge("judgeflow_projection_lag", "Projector lag (records behind), by partition",
                        ["topic", "partition"])  # fmt: skip
 PROJECTED_ROWS = Counter("judgeflow_projected_rows_total", "Rows written by the projector")
 PROJECTED_BATCHES = Counter("judgeflow_projected_batches_total", "Batches committed by the projector")
-STALLED_PARTITIONS = Gauge("judgeflow_stalled_partitions",
-                           "Partitions with lag and no committed progress for the stall setting "
-                           "(all of the topics' partitions when none is assigned)")  # fmt: skip
-LAST_PROGRESS_SECONDS = Gauge("judgeflow_last_progress_seconds",
-                              "Seconds the longest-waiting partition with lag has gone without committed "
-                              "progress (0 when caught up)")  # fmt: skip
-WATCHDOG_RECOVERIES = Counter("judgeflow_watchdog_recoveries_total",
-                              "Consumer rebuilds the watchdog started after a stall")  # fmt: skip
 
 
 def export_watchdog(state: WatchdogState) -> None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import time
 from datetime import timedelta
 from typing import Any
 
 import faust
 
-from judgeflow import metrics
 from judgeflow.config import Settings
+from judgeflow.health import HealthServer, serve_health_from_env
 from streams.app import WorkerOptions, build_app
 from streams.topics import TopicNames
+from streams.watchdog import ProgressWatchdog, WatchdogState
 
 
 def _credentials(settings: Settings) -> Any:
@@ -45,14 +49,36 @@ def worker_options(settings: Settings) -> WorkerOptions:
         max_payload_bytes=settings.max_payload_bytes,
         state_retention=timedelta(seconds=settings.state_retention_seconds),
         producer_linger_ms=settings.producer_linger_ms,
+        take_events=settings.take_events,
+        stall_seconds=settings.stall_seconds,
+        stall_recovery_seconds=settings.stall_recovery_seconds,
+        ready_lag=settings.ready_lag,
+        on_stall_exit=_exit_for_supervisor,
     )
+
+
+def _exit_for_supervisor(state: WatchdogState) -> None:
+    """A stall the worker could not heal: end now with exit code 3 (a clean shutdown could wait forever on the
+    very thing that stalled). Uncommitted input is read again after the restart; its ids dedupe it."""
+    logging.getLogger("judgeflow.worker").critical("exiting: %s", state.reason)
+    logging.shutdown()
+    os._exit(3)
 
 
 def build_worker(settings: Settings) -> faust.App:
     app = build_app(worker_options(settings))
+    watchdog: ProgressWatchdog = app.watchdog  # type: ignore[attr-defined]
+    check_seconds = min(5.0, settings.stall_seconds / 4)
+    servers: list[HealthServer] = []
+
+    def status() -> WatchdogState:
+        return watchdog.state.stale(time.monotonic(), max(3 * check_seconds, 10.0))
 
     @app.task
-    async def metrics_endpoint() -> None:
-        metrics.serve_from_env(settings.web_host)
+    async def health_endpoint() -> None:
+        """/healthz, /readyz and /metrics from the worker's own event loop (JUDGEFLOW_METRICS_PORT)."""
+        server = await serve_health_from_env(status, settings.web_host)
+        if server is not None:
+            servers.append(server)
 
     return app

@@ -33,8 +33,8 @@ import psycopg
 from projections.migrate import DEFAULT_SCHEMA, check_schema_name
 from projections.rows import Record, Rows, project
 from projections.store import OffsetConflict, stored_offsets, write_batch
-from projections.watchdog import TP, Action, ProgressWatchdog, WatchdogState, format_partitions
 from streams.topics import TopicNames, ensure_topics
+from streams.watchdog import TP, Action, ProgressWatchdog, WatchdogState, format_partitions
 
 log = logging.getLogger("judgeflow.projector")
 
@@ -117,7 +117,7 @@ class Projector:
         """`ensure_partitions`: create missing topics at start with this many
         partitions (and `ensure_replication`), as the worker would; None leaves
         topic creation to others. `stall_seconds` / `recovery_seconds` /
-        `ready_lag` configure the watchdog (see projections.watchdog)."""
+        `ready_lag` configure the watchdog (see streams.watchdog)."""
         self.bootstrap = bootstrap
         self.database_url = database_url
         self.names = names

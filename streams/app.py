@@ -8,6 +8,8 @@ that can need it. `describe(app)` prints the topology from the wired app itself.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +30,7 @@ from streams.rubric_cache import RubricCache, RubricStage
 from streams.runs import RunStage
 from streams.stage import Clock, Inbound, State, Step
 from streams.topics import TopicNames
+from streams.watchdog import Action, ProgressWatchdog, WatchdogState, format_partitions
 
 log = logging.getLogger("judgeflow.streams")
 ROCKSDB_OPTIONS = {"write_buffer_size": 8 << 20, "max_write_buffer_number": 2, "block_cache_size": 32 << 20,
@@ -63,6 +66,13 @@ class WorkerOptions:
     state_retention: timedelta = timedelta(days=7)
     stale_after: timedelta = timedelta(minutes=5)
     producer_linger_ms: float = 20.0
+    take_events: int = TAKE_EVENTS
+    stall_seconds: float = 60.0
+    stall_recovery_seconds: float = 60.0
+    ready_lag: int = 1000
+    on_stall_exit: Callable[[WatchdogState], None] | None = None
+    """Called when a stall outlived its recovery; the application ends the process there (a supervisor
+    restarts it; safe under at-least-once with deterministic ids). None: only log."""
     clock: Clock = utc_now
 
     @property
@@ -229,7 +239,11 @@ def build_app(options: WorkerOptions) -> faust.App:
 
         async def process(stream: Any) -> None:
             await cache.ready.wait()
-            async for events in stream.take_events(TAKE_EVENTS, TAKE_WITHIN):
+            if options.take_events <= 1:
+                async for event in stream.events():
+                    handle(event)
+                return
+            async for events in stream.take_events(options.take_events, TAKE_WITHIN):
                 for event in events:
                     # Table writes find their changelog partition through the stream's current event, which
                     # take_events leaves at the last one of the take (faust-streaming #300): set it per event.
@@ -322,16 +336,97 @@ def build_app(options: WorkerOptions) -> faust.App:
     app.topology.append(Wired("Task", "rubric_cache", ("rubrics",), (),  # type: ignore[attr-defined]
                               does="every worker reads all of judge.rubrics into memory (a global table)"))  # fmt: skip
 
-    @app.timer(5.0, name="consumer_lag")
-    async def consumer_lag() -> None:
-        consumer = app.consumer
-        for tp in app.assignor.assigned_actives():
-            highwater = consumer.highwater(tp)
-            position = await consumer.position(tp)
-            if highwater is not None and position is not None:
-                metrics.CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, highwater - position))
+    watchdog = ProgressWatchdog(options.stall_seconds, options.stall_recovery_seconds, ready_lag=options.ready_lag)
+    app.watchdog = watchdog  # type: ignore[attr-defined]
+    end_offsets = EndOffsets(options)
 
+    @app.timer(min(5.0, options.stall_seconds / 4), name="progress_watchdog")
+    async def progress_watchdog() -> None:
+        """Committed progress per assigned stream partition against the broker's end offsets (asked with a
+        group-less client of its own, so a consumer that stopped fetching cannot hide its lag)."""
+        try:
+            await _watch(app, watchdog, end_offsets, options)
+        except Exception:
+            log.exception("progress watchdog check failed; retrying")
+
+    app.topology.append(Wired("Timer", "progress_watchdog", (), (),  # type: ignore[attr-defined]
+                              does="committed progress vs end offsets: ERROR and rejoin on a stall, "
+                              "then exit non-zero"))  # fmt: skip
     return app
+
+
+END_OFFSETS_TIMEOUT = 10.0
+
+
+class EndOffsets:
+    """The broker's end offsets, asked with a group-less client of the watchdog's own (a consumer that stopped
+    fetching cannot hide its lag). When the broker does not answer, every partition counts as lagging (at
+    least one record past its position): a worker that has not reached its broker for the stall and recovery
+    deadlines is restarted too, which rebuilds every connection."""
+
+    def __init__(self, options: WorkerOptions) -> None:
+        self.options = options
+        self.timeout = max(1.0, min(END_OFFSETS_TIMEOUT, options.stall_seconds / 2))
+        self.consumer: Any = None
+        self.last: dict[tuple[str, int], int] = {}
+
+    async def _client(self) -> Any:
+        from aiokafka import AIOKafkaConsumer
+
+        if self.consumer is None:
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.options.bootstrap_servers, group_id=None,
+                                        enable_auto_commit=False, **self.options.client_kwargs)  # fmt: skip
+            try:
+                await asyncio.wait_for(consumer.start(), self.timeout)
+            except BaseException:
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(consumer.stop(), self.timeout)
+                raise
+            self.consumer = consumer
+        return self.consumer
+
+    async def of(self, positions: dict[tuple[str, int], int], tps: list[Any]) -> dict[tuple[str, int], int]:
+        try:
+            client = await self._client()
+            ends = await asyncio.wait_for(client.end_offsets(tps), self.timeout) if tps else {}
+            self.last.update({(tp.topic, tp.partition): end for tp, end in ends.items()})
+            return {key: self.last[key] for key in positions if key in self.last}
+        except Exception as exc:
+            log.warning("watchdog cannot read end offsets (%s): counting every partition as lagging",
+                        exc.__class__.__name__)  # fmt: skip
+            return {key: max(self.last.get(key, 0), pos + 1) for key, pos in positions.items()}
+
+    def partitions(self, topics: frozenset[str]) -> int:
+        if self.consumer is None:
+            return 0
+        return sum(len(self.consumer.partitions_for_topic(t) or ()) for t in topics)
+
+
+async def _watch(app: Any, watchdog: ProgressWatchdog, ends: EndOffsets, options: WorkerOptions) -> None:
+    assigned = [tp for tp in app.assignor.assigned_actives() if tp.topic in app.stream_topics]
+    committed = app.consumer._committed_offset
+    positions = {(tp.topic, tp.partition): committed.get(tp) or 0 for tp in assigned}
+    end_by_tp = await ends.of(positions, assigned)
+    for (topic, partition), end in end_by_tp.items():
+        metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, end - positions[(topic, partition)]))
+    state = watchdog.observe(positions, end_by_tp, ends.partitions(app.stream_topics))
+    metrics.STALLED_PARTITIONS.set(state.stalled_count)
+    metrics.LAST_PROGRESS_SECONDS.set(state.last_progress_seconds)
+    if state.action is Action.RECOVER:
+        metrics.WATCHDOG_RECOVERIES.inc()
+        log.error("worker stalled: %s (%s); rejoining the group", state.reason, format_partitions(state.stalled))
+        thread = app.consumer._thread
+        await thread.call_thread(_rejoin, thread._ensure_consumer())
+    elif state.action is Action.EXIT:
+        log.error("worker still stalled %.0fs after rejoining: %s; exiting for the supervisor to restart it",
+                  options.stall_recovery_seconds, state.reason)  # fmt: skip
+        if options.on_stall_exit is not None:
+            options.on_stall_exit(state)
+
+
+async def _rejoin(consumer: Any) -> None:
+    """Ask the group coordinator for a rebalance: the group reassigns partitions and Faust re-seeks them."""
+    consumer._coordinator.request_rejoin()
 
 
 def describe(app: faust.App, names: TopicNames) -> str:

@@ -15,3 +15,11 @@ EXPIRED = Counter("judgeflow_state_expired_total", "State entries deleted after 
 STATE_KEYS = Gauge("judgeflow_state_keys", "Keys held in a state table (this worker's partitions)", ["table"])
 CONSUMER_LAG = Gauge("judgeflow_consumer_lag", "Worker consumer lag (records behind), by partition",
                      ["topic", "partition"])  # fmt: skip
+STALLED_PARTITIONS = Gauge("judgeflow_stalled_partitions",
+                           "Partitions with lag and no committed progress for the stall setting "
+                           "(all of the topics' partitions when none is assigned)")  # fmt: skip
+LAST_PROGRESS_SECONDS = Gauge("judgeflow_last_progress_seconds",
+                              "Seconds the longest-waiting partition with lag has gone without committed "
+                              "progress (0 when caught up)")  # fmt: skip
+WATCHDOG_RECOVERIES = Counter("judgeflow_watchdog_recoveries_total",
+                              "Consumer rebuilds the watchdog started after a stall")  # fmt: skip

@@ -135,6 +135,37 @@ class Worker:
         self.stop()
 
 
+class Supervised:
+    """Restarts a process that exited, as a supervisor (`restart: unless-stopped`) would, and counts the restarts.
+
+    A background thread polls the process; `alive()` of the supervised process stays true across restarts."""
+
+    def __init__(self, proc: Worker, poll_seconds: float = 0.2) -> None:
+        import threading
+
+        self.proc = proc
+        self.restarts: list[int | None] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(poll_seconds,), daemon=True)
+
+    def _watch(self, poll_seconds: float) -> None:
+        while not self._stop.wait(poll_seconds):
+            process = self.proc.process
+            if process is not None and process.poll() is not None:
+                self.restarts.append(process.returncode)
+                self.proc.start()
+
+    def __enter__(self) -> Supervised:
+        self.proc.start()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.proc.stop()
+
+
 class ProjectorProcess(Worker):
     """`judgeflow projector` into `schema` of `database_url`."""
 

@@ -12,11 +12,14 @@ a background thread, so a test can, while real clients use it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 import threading
+from pathlib import Path
 from typing import Any
 
+from judgeflow.services.kafka import KafkaBroker
 from judgeflow.services.ports import free_port
 
 
@@ -79,7 +82,8 @@ class FaultyProxy:
         for writer in list(self._conns):
             sock = writer.get_extra_info("socket")
             if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                with contextlib.suppress(OSError):  # already closed by its peer
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.transport.abort()
             n += 1
         self._conns.clear()
@@ -107,3 +111,16 @@ class FaultyProxy:
             dst.write(data)
             await dst.drain()
         dst.transport.abort()
+
+
+def broker_with_a_faulty_listener(workdir: Path) -> tuple[KafkaBroker, int, int]:
+    """A broker whose FAULTY listener is advertised at a proxy port; returns it,
+    that listener's port and the port the proxy must listen on."""
+    port, controller, faulty, proxied = free_port(), free_port(), free_port(), free_port()
+    broker = KafkaBroker(workdir, port=port, controller_port=controller, properties={
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},FAULTY://127.0.0.1:{faulty}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},"
+                                f"FAULTY://127.0.0.1:{proxied}",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,FAULTY:PLAINTEXT",
+    })  # fmt: skip
+    return broker, faulty, proxied

@@ -219,7 +219,8 @@ def split(records: list[Any], parts: int) -> list[list[Any]]:
     return [records[i : i + size] for i in range(0, len(records), size)]
 
 
-def wait_progress(kafka: str, names: TopicNames, at_least: int, worker: Worker, timeout: float = 120.0) -> None:
+def wait_progress(kafka: str, names: TopicNames, at_least: int, worker: Worker | None,
+                  timeout: float = 120.0) -> None:  # fmt: skip
     """Wait until the routing and reconciliation topics hold `at_least` records."""
     consume_until(kafka, [names.done, names.second_judge, names.human_review, names.reconciled],
                   lambda rs: len(rs) >= at_least, timeout=timeout, worker=worker)  # fmt: skip

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from judgeflow.health import HealthServer
-from projections.watchdog import Action, ProgressWatchdog, WatchdogState
+from streams.watchdog import Action, ProgressWatchdog, WatchdogState
 
 A, B = ("t.checks", 0), ("t.checks", 1)
 

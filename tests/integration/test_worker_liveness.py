@@ -1,0 +1,98 @@
+"""The worker run unattended: /healthz and /readyz from its own event loop, and a stall it cannot heal
+(its broker link cut for good) ends it with exit code 3 and an ERROR naming the partitions."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from judgeflow import workload
+from judgeflow.services.ports import free_port
+from streams.topics import TopicNames
+from tests.conftest import MEASURED
+from tests.reliability.netfault import FaultyProxy, broker_with_a_faulty_listener
+from tests.support import Worker, consume_until, create_topics, produce, unique_prefix, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def http_get(port: int, path: str) -> tuple[int, dict[str, object]]:
+    """Status and JSON body, or (0, {}) while nothing listens yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, json.loads(resp.read().decode())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read().decode())
+    except OSError:
+        return 0, {}
+
+
+def claims(names: TopicNames, n: int, seed: int, start: int = 0) -> list[tuple[str, bytes, bytes]]:
+    rng = random.Random(seed)
+    ids = [f"c{seed}-{i}" for i in range(start, start + n)]
+    return [(names.checks, c.encode(), json.dumps(workload.claim_check(rng, c)).encode()) for c in ids]
+
+
+def routes(names: TopicNames) -> list[str]:
+    return [names.done, names.second_judge, names.human_review]
+
+
+def test_worker_health_and_readiness(kafka_bootstrap: str, tmp_path: Path) -> None:
+    prefix = unique_prefix()
+    names = TopicNames.with_prefix(prefix)
+    create_topics(kafka_bootstrap, names)
+    port = free_port()
+    with Worker(kafka_bootstrap, prefix, tmp_path, JUDGEFLOW_METRICS_PORT=str(port), JUDGEFLOW_READY_LAG="0",
+                JUDGEFLOW_STALL_SECONDS="8") as worker:  # fmt: skip
+        produce(kafka_bootstrap, claims(names, 200, 1))
+        consume_until(kafka_bootstrap, routes(names), lambda rs: len(rs) >= 200, timeout=120, worker=worker)
+        wait_for(lambda: http_get(port, "/readyz")[0] == 200, 60, "/readyz 200 once caught up", worker)
+        code, body = http_get(port, "/healthz")
+        assert code == 200 and body["live"] is True and body["stalled_partitions"] == []
+        code, ready = http_get(port, "/readyz")
+        assert ready["ready"] is True and ready["lag"] == 0 and ready["assigned_partitions"] > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        assert 'judgeflow_events_total{agent="route_claims"} 200.0' in text
+        assert "judgeflow_stalled_partitions 0.0" in text
+
+
+def test_worker_cut_off_from_its_broker_exits_non_zero(database_url: str, tmp_path: Path) -> None:
+    broker, faulty_port, proxied_port = broker_with_a_faulty_listener(tmp_path / "kafka")
+    broker.start()
+    try:
+        prefix = unique_prefix()
+        names = TopicNames.with_prefix(prefix)
+        create_topics(broker.bootstrap, names)
+        port = free_port()
+        with FaultyProxy(faulty_port, port=proxied_port) as link:
+            worker = Worker(f"127.0.0.1:{link.port}", prefix, tmp_path / "w", JUDGEFLOW_METRICS_PORT=str(port),
+                            JUDGEFLOW_STALL_SECONDS="4", JUDGEFLOW_STALL_RECOVERY_SECONDS="4").start()  # fmt: skip
+            try:
+                produce(broker.bootstrap, claims(names, 50, 2))
+                consume_until(broker.bootstrap, routes(names), lambda rs: len(rs) >= 50, timeout=120, worker=worker)
+                wait_for(lambda: http_get(port, "/healthz")[0] == 200, 60, "/healthz 200", worker)
+                link.stall()  # for good: neither a rejoin nor anything else in the process can heal this
+                cut = time.monotonic()
+                produce(broker.bootstrap, claims(names, 50, 2, start=50))
+                wait_for(lambda: http_get(port, "/healthz")[0] == 503 or not worker.alive(), 90, "/healthz 503")
+                unhealthy = time.monotonic() - cut
+                assert worker.process is not None
+                worker.process.wait(120)
+                exited = time.monotonic() - cut
+            finally:
+                worker.stop()
+                link.resume()  # the proxy closes cleanly only when no link is stalled
+        assert worker.process.returncode == 3
+        log = worker.log()
+        assert "worker stalled" in log and f"{names.checks}[" in log, log[-3000:]
+        MEASURED["worker watchdog"] = (f"stall 4 s, recovery 4 s, broker link cut: /healthz 503 after "
+                                       f"{unhealthy:.1f}s, exit 3 after {exited:.1f}s")  # fmt: skip
+    finally:
+        broker.stop()
