@@ -14,6 +14,7 @@ from schemas.events import (
     ReconciliationResult,
     ReconciliationRevision,
     RoutingDecision,
+    StaleWorkAlert,
 )
 from schemas.judge_output import (
     DimensionScore,
@@ -59,6 +60,7 @@ __all__ = [
     "ReconciliationResult",
     "ReconciliationRevision",
     "RoutingDecision",
+    "StaleWorkAlert",
     "RoutingPolicy",
     "RubricVersion",
     "ScoreBand",

@@ -136,3 +136,22 @@ class RoutingDecision(Contract):
     tie_rule: TieRule | None = None
     agreement: float | None = None
     decided_at: Timestamp
+
+
+class StaleWorkAlert(Contract):
+    """Work that is not moving: a run not final by its deadline + grace, or events held waiting for a rubric
+    or run longer than the hold grace. An alert, never a routing decision: a run that completes later still
+    gets exactly one decision. One alert per (kind, subject): `event_id` is uuid5 of both."""
+
+    schema_version: SchemaVersion = "1.0"
+    event_id: Uuid
+    kind: Literal["run_overdue", "held_too_long"]
+    subject: Literal["evaluation_run", "claim"]
+    subject_id: NonEmpty
+    waiting_for: Literal["run", "rubric", "judges"] | None = None
+    rubric_version_id: str | None = None
+    held_events: int = Field(ge=0)
+    first_seen_at: Timestamp
+    deadline: Timestamp | None = None
+    reason: NonEmpty
+    raised_at: Timestamp

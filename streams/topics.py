@@ -22,6 +22,7 @@ class TopicNames:
     human_review: str = "routing.human_review"
     reconcile_control: str = "judgeflow.reconcile.control"
     claims_control: str = "judgeflow.claims.control"
+    alerts: str = "judgeflow.alerts"
     judge_outputs_rekeyed: str = "judgeflow.judge.outputs.rekeyed"
     checks_rekeyed: str = "judgeflow.judge.checks.rekeyed"
 
