@@ -71,6 +71,8 @@ class Settings:
     state_retention_seconds: float = 7 * 24 * 3600.0
     producer_linger_ms: float = 20.0
     take_events: int = 4096
+    stale_after_seconds: float = 300.0
+    max_held_events: int = 100_000
     stall_seconds: float = 60.0
     stall_recovery_seconds: float = 60.0
     ready_lag: int = 1000
@@ -102,6 +104,8 @@ ENV = {
     "JUDGEFLOW_STATE_RETENTION": "state_retention_seconds",
     "JUDGEFLOW_PRODUCER_LINGER_MS": "producer_linger_ms",
     "JUDGEFLOW_TAKE_EVENTS": "take_events",
+    "JUDGEFLOW_STALE_AFTER": "stale_after_seconds",
+    "JUDGEFLOW_MAX_HELD_EVENTS": "max_held_events",
     "JUDGEFLOW_STALL_SECONDS": "stall_seconds",
     "JUDGEFLOW_STALL_RECOVERY_SECONDS": "stall_recovery_seconds",
     "JUDGEFLOW_READY_LAG": "ready_lag",

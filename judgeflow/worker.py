@@ -50,6 +50,8 @@ def worker_options(settings: Settings) -> WorkerOptions:
         state_retention=timedelta(seconds=settings.state_retention_seconds),
         producer_linger_ms=settings.producer_linger_ms,
         take_events=settings.take_events,
+        stale_after=timedelta(seconds=settings.stale_after_seconds),
+        max_held_events=settings.max_held_events,
         stall_seconds=settings.stall_seconds,
         stall_recovery_seconds=settings.stall_recovery_seconds,
         ready_lag=settings.ready_lag,

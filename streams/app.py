@@ -28,7 +28,7 @@ from streams.edge import dead_letter
 from streams.envelope import H_ERROR_CODES, Outgoing, SourceRef, utc_now
 from streams.rubric_cache import RubricCache, RubricStage
 from streams.runs import RunStage
-from streams.stage import Clock, Inbound, State, Step
+from streams.stage import Clock, HoldBudget, Inbound, State, Step
 from streams.topics import TopicNames
 from streams.watchdog import Action, ProgressWatchdog, WatchdogState, format_partitions
 
@@ -65,6 +65,8 @@ class WorkerOptions:
     max_payload_bytes: int = 1_000_000
     state_retention: timedelta = timedelta(days=7)
     stale_after: timedelta = timedelta(minutes=5)
+    """Grace past a run's deadline, and for held events, before a stale-work alert."""
+    max_held_events: int = 100_000
     producer_linger_ms: float = 20.0
     take_events: int = TAKE_EVENTS
     stall_seconds: float = 60.0
@@ -111,6 +113,10 @@ def _count(record: Outgoing) -> None:
         metrics.ROUTES.labels(record.role, subject).inc()
     elif record.role.endswith("_rekeyed"):
         metrics.REKEYED.labels(record.role).inc()
+    elif record.role == "alerts":
+        kind = "run_overdue" if b'"kind":"run_overdue"' in record.value else "held_too_long"
+        metrics.STALE_ALERTS.labels(kind).inc()
+        log.warning("stale work (%s): %s", kind, record.value.decode(errors="replace")[:500])
 
 
 class SweepIndex:
@@ -218,9 +224,11 @@ def build_app(options: WorkerOptions) -> faust.App:
     rocksdb = ROCKSDB_OPTIONS if options.store.startswith("rocksdb") else None
     cache = RubricCache(options.bootstrap_servers, names.rubrics, **options.client_kwargs)
     retention, clock, limit = options.state_retention, options.clock, options.max_payload_bytes
+    hold = HoldBudget(options.max_held_events)
     runs = RunStage(cache.get, clock=clock, retention=retention, max_payload_bytes=limit,
-                    stale_after=options.stale_after)  # fmt: skip
-    claims = ClaimStage(cache.get, clock=clock, retention=retention, max_payload_bytes=limit)
+                    stale_after=options.stale_after, hold=hold)  # fmt: skip
+    claims = ClaimStage(cache.get, clock=clock, retention=retention, max_payload_bytes=limit,
+                        stale_after=options.stale_after, hold=hold)  # fmt: skip
     rubrics = RubricStage()
     app.topology = []  # type: ignore[attr-defined]
     app.stream_topics = frozenset(names.all()[r] for stage in (runs, claims, rubrics) for r in stage.reads)
@@ -291,8 +299,6 @@ def build_app(options: WorkerOptions) -> faust.App:
         topic = names.all()[role]
         return frozenset(tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic)
 
-    warned: dict[str, str] = {}
-
     def sweep(name: str, stage: RunStage | ClaimStage, index: SweepIndex, writes: tuple[str, ...]) -> None:
         async def tick() -> None:
             if not cache.ready.is_set():
@@ -302,8 +308,6 @@ def build_app(options: WorkerOptions) -> faust.App:
                 index.refill(mine)
                 due = index.due(mine)
                 out = stage.sweep(due)
-                if isinstance(stage, RunStage):
-                    _warn_stale(stage, due)
                 index.mark_sent([(r.key or b"").decode() for r in out])
                 publish(name, writes, out)
                 metrics.STATE_KEYS.labels(stage.keeps).set(len(index.keys))
@@ -314,17 +318,6 @@ def build_app(options: WorkerOptions) -> faust.App:
         app.timer(options.timer_interval_seconds, name=name)(tick)
         app.topology.append(Wired("Timer", name, (), writes, stage.keeps,  # type: ignore[attr-defined]
                                   "sweep: " + " ".join((stage.sweep.__doc__ or "").split(".")[0].split())))  # fmt: skip
-
-    def _warn_stale(stage: RunStage, due: list[tuple[str, State]]) -> None:
-        keys = {k for k, _ in due}
-        for key in list(warned):
-            if key not in keys and key not in open_runs.keys:
-                del warned[key]
-        for key, doc in due:
-            why = stage.stale(doc)
-            if why and warned.get(key) != why:
-                warned[key] = why
-                log.warning("stale run %s: %s", key, why)
 
     sweep("judge_timeouts", runs, open_runs, ("judge_outputs", "reconcile_control"))
     sweep("claim_resumes", claims, watched_claims, ("claims_control",))

@@ -21,16 +21,17 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas import ClaimCheck, RoutingDecision, RoutingPolicy, RubricVersion
+from schemas import ClaimCheck, RoutingDecision, RoutingPolicy, RubricVersion, StaleWorkAlert
 from streams.aggregate import aggregate_verdicts
-from streams.edge import admit_claim_check
+from streams.edge import admit_claim_check, over_hold_limit
 from streams.envelope import H_SOURCE, Outgoing, iso
 from streams.ids import event_id
 from streams.routing import route, route_aggregate
-from streams.stage import Clock, Inbound, RubricLookup, State, Step
+from streams.stage import Clock, HoldBudget, Inbound, RubricLookup, State, Step
 
 RESUME = b'{"kind":"resume"}'
 EXPIRE = b'{"kind":"expire"}'
+ALERT = b'{"kind":"alert"}'
 
 
 class Vote(BaseModel):
@@ -58,6 +59,8 @@ class ClaimState(BaseModel):
     rubric_version_id: str | None = None
     decided_at: str | None = None
     """Set once the route is terminal: the retention clock starts here."""
+    held_since: str | None = None
+    alerted: dict[str, str] = Field(default_factory=dict)
 
     def knows(self, judge_id: str) -> bool:
         return judge_id in self.held_judges or any(v.judge_id == judge_id for v in self.votes)
@@ -84,7 +87,8 @@ def on_check(
     if state.knows(check.judge_id):
         return state, _resend(state, rubrics, lambda v: v.judge_id == check.judge_id)
     state = state.model_copy(update={"held": [*state.held, check.model_dump_json()],
-                                     "held_judges": [*state.held_judges, check.judge_id]})  # fmt: skip
+                                     "held_judges": [*state.held_judges, check.judge_id],
+                                     "held_since": state.held_since or iso(now)})  # fmt: skip
     return state, _advance(state, rubrics, now, via="check")
 
 
@@ -115,6 +119,7 @@ def _advance(state: ClaimState, rubrics: RubricLookup, now: datetime, *, via: st
         state.decided_at = iso(now) if terminal else None
     state.votes, state.held, state.held_judges = votes, held, held_judges
     state.waiting_for = "rubric" if held else None
+    state.held_since = state.held_since if held else None
     state.rubric_version_id = ClaimCheck.model_validate_json(held[0]).rubric_version_id if held else None
     return out
 
@@ -166,18 +171,40 @@ def _due(doc: State, now: datetime, retention: timedelta) -> bool:
     return isinstance(decided, str) and not doc.get("held") and datetime.fromisoformat(decided) + retention <= now
 
 
+def held_too_long(doc: State, now: datetime, grace: timedelta) -> bool:
+    """Checks held for their rubric longer than the grace, and no alert raised yet."""
+    since = doc.get("held_since")
+    return (isinstance(since, str) and bool(doc.get("held")) and "held_too_long" not in (doc.get("alerted") or {})
+            and datetime.fromisoformat(since) + grace <= now)  # fmt: skip
+
+
+def _alert(state: ClaimState, raised_at: str) -> Outgoing:
+    alert = StaleWorkAlert(
+        event_id=event_id("stale-alert", "held_too_long", state.claim_id),
+        kind="held_too_long", subject="claim", subject_id=state.claim_id, waiting_for="rubric",
+        rubric_version_id=state.rubric_version_id, held_events=len(state.held),
+        first_seen_at=state.held_since or raised_at, reason=f"{len(state.held)} check(s) held for rubric "
+        f"{state.rubric_version_id} since {state.held_since}", raised_at=raised_at,
+    )  # fmt: skip
+    return Outgoing("alerts", state.claim_id.encode(), alert.model_dump_json().encode())
+
+
 class ClaimStage:
     """Validate, route and aggregate claim checks in one step (one consume per check)."""
 
     name = "route_claims"
     reads: tuple[str, ...] = ("checks", "checks_rekeyed", "claims_control")
-    writes: tuple[str, ...] = ("checks_valid", "checks_rekeyed", "invalid", "done", "second_judge", "human_review")
+    writes: tuple[str, ...] = ("checks_valid", "checks_rekeyed", "invalid", "done", "second_judge", "human_review",
+                               "alerts")  # fmt: skip
     keeps = "claim_state"
     does = ("validate each claim check, route the first verdict by its rubric's policy, aggregate later judges' "
             "verdicts; re-key a check whose key is not its claim_id; hold checks whose rubric is unknown")  # fmt: skip
 
-    def __init__(self, rubrics: RubricLookup, *, clock: Clock, retention: timedelta, max_payload_bytes: int) -> None:
+    def __init__(self, rubrics: RubricLookup, *, clock: Clock, retention: timedelta, max_payload_bytes: int,
+                 stale_after: timedelta = timedelta(minutes=5), hold: HoldBudget | None = None) -> None:  # fmt: skip
         self.rubrics = rubrics
+        self.stale_after = stale_after
+        self.hold = hold
         self.clock = clock
         self.retention = retention
         self.max_payload_bytes = max_payload_bytes
@@ -192,6 +219,8 @@ class ClaimStage:
             kind = json.loads(record.value or b"{}").get("kind")
             if kind == "expire":
                 return Step.store(None, []) if expired(state, now, self.retention) else Step.emit([])
+            if kind == "alert":
+                return self._alert(state, now)
             state, out = on_resume(state, self.rubrics, now)
             return self._keep(state, out, now)
         admitted = admit_claim_check(record.value or b"", record.origin(), now=now, max_bytes=self.max_payload_bytes)
@@ -204,6 +233,9 @@ class ClaimStage:
         state = ClaimState.model_validate(stored) if stored else ClaimState(claim_id=check.claim_id,
                                                                             partition=record.src.partition)  # fmt: skip
         known = state.knows(check.judge_id)
+        waits = check.rubric_version_id is not None and self.rubrics(check.rubric_version_id) is None
+        if not known and waits and self.hold is not None and self.hold.full():
+            return Step.emit([over_hold_limit(record.value or b"", record.origin(), "claim_check", self.hold.limit)])
         state, out = on_check(state, check, self.rubrics, now)
         if known:
             return Step.emit([*admitted.records, *out])
@@ -215,7 +247,8 @@ class ClaimStage:
         return Step.store(state.model_dump(mode="json", exclude_defaults=True), out)
 
     def sweep(self, states: list[tuple[str, State]]) -> list[Outgoing]:
-        """Control records for the claims that need one: a held rubric arrived, or retention ran out."""
+        """Control records for the claims that need one: a held rubric arrived, checks held too long (alert),
+        or retention ran out."""
         now = self.clock()
         out = []
         for key, doc in states:
@@ -223,7 +256,18 @@ class ClaimStage:
                 out.append(Outgoing("claims_control", key.encode(), RESUME))
             elif _due(doc, now, self.retention):
                 out.append(Outgoing("claims_control", key.encode(), EXPIRE))
+            if held_too_long(doc, now, self.stale_after):
+                out.append(Outgoing("claims_control", key.encode(), ALERT))
         return out
+
+    def _alert(self, state: ClaimState, now: datetime) -> Step:
+        kind = "held_too_long"
+        if kind in state.alerted:
+            return Step.emit([_alert(state, state.alerted[kind])])  # a redelivered signal
+        if not held_too_long(state.model_dump(mode="json"), now, self.stale_after):
+            return Step.emit([])
+        state = state.model_copy(update={"alerted": {**state.alerted, kind: iso(now)}})
+        return self._keep(state, [_alert(state, state.alerted[kind])], now)
 
 
 def _origin_header(record: Inbound) -> list[tuple[str, bytes]]:

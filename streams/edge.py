@@ -98,6 +98,12 @@ def dead_letter(
     )
 
 
+def over_hold_limit(raw: bytes, src: SourceRef, contract: str, limit: int) -> Outgoing:
+    """The dead letter of a valid event that would have to wait while the hold is full."""
+    err = ContractError.single("HOLD_LIMIT_EXCEEDED", f"{limit} events already held for a rubric or run")
+    return dead_letter(raw, src, contract, err)
+
+
 def admit_judge_output(
     raw: bytes,
     src: SourceRef,

@@ -23,3 +23,6 @@ LAST_PROGRESS_SECONDS = Gauge("judgeflow_last_progress_seconds",
                               "progress (0 when caught up)")  # fmt: skip
 WATCHDOG_RECOVERIES = Counter("judgeflow_watchdog_recoveries_total",
                               "Consumer rebuilds the watchdog started after a stall")  # fmt: skip
+HELD_EVENTS = Gauge("judgeflow_held_events", "Events held waiting for their rubric or run (bounded by "
+                    "JUDGEFLOW_MAX_HELD_EVENTS; past it they are dead-lettered)")  # fmt: skip
+STALE_ALERTS = Counter("judgeflow_stale_alerts_total", "Stale-work alerts raised, by kind", ["kind"])

@@ -29,17 +29,18 @@ from schemas import (
     ReconciliationRevision,
     RoutingDecision,
     RubricVersion,
+    StaleWorkAlert,
     parse_evaluation_run,
     validate_judge_output,
 )
 from schemas.types import parse_timestamp
-from streams.edge import admit_judge_output, dead_letter
+from streams.edge import admit_judge_output, dead_letter, over_hold_limit
 from streams.envelope import H_SOURCE, Outgoing, SourceRef, iso
 from streams.ids import event_id
 from streams.judge_summary import JudgeSummary, summarize
 from streams.reconcile import NoSuccessfulJudge, reconcile_summaries
 from streams.routing import route_evaluation
-from streams.stage import Clock, Inbound, RubricLookup, State, Step
+from streams.stage import Clock, HoldBudget, Inbound, RubricLookup, State, Step
 
 log = logging.getLogger("judgeflow.streams")
 TIMEOUT_MARK = "timeout:"
@@ -79,6 +80,8 @@ class RunState(BaseModel):
     first_seen_at: str
     run_seen_at: str | None = None
     finalized_at: str | None = None
+    alerted: dict[str, str] = Field(default_factory=dict)
+    """Stale-work alerts raised for this run: kind -> when (a redelivered alert signal re-sends the same one)."""
     # Flat copies for the timer, which reads them without parsing the whole state.
     deadline: str | None = None
     waiting_for: str | None = None
@@ -316,6 +319,42 @@ def expired(state: State, now: datetime, retention: timedelta) -> bool:
     return bool(state.get("final")) and isinstance(finalized, str) and parse_timestamp(finalized) + retention <= now
 
 
+def alerts_due(doc: State, now: datetime, grace: timedelta) -> list[str]:
+    """Stale-work alerts a run needs and has not had: past its deadline + grace and still not final
+    (`run_overdue`), or holding outputs for its run or rubric longer than the grace (`held_too_long`)."""
+    if doc.get("final"):
+        return []
+    kinds = []
+    deadline = doc.get("deadline")
+    if isinstance(deadline, str) and parse_timestamp(deadline) + grace <= now:
+        kinds.append("run_overdue")
+    if doc.get("held") and parse_timestamp(doc["first_seen_at"]) + grace <= now:
+        kinds.append("held_too_long")
+    return [k for k in kinds if k not in (doc.get("alerted") or {})]
+
+
+def _alert(state: RunState, kind: str, raised_at: str) -> Outgoing:
+    waiting = state.waiting_for or ("judges" if state.run is not None else None)
+    reasons = {
+        "run_overdue": f"not final {state.deadline} + grace: waiting for {waiting}",
+        "held_too_long": f"{len(state.held)} output(s) held since {state.first_seen_at} waiting for the {waiting}",
+    }
+    alert = StaleWorkAlert(
+        event_id=event_id("stale-alert", kind, state.evaluation_run_id),
+        kind=kind,  # type: ignore[arg-type]
+        subject="evaluation_run",
+        subject_id=state.evaluation_run_id,
+        waiting_for=waiting,  # type: ignore[arg-type]
+        rubric_version_id=state.rubric_version_id,
+        held_events=len(state.held),
+        first_seen_at=state.first_seen_at,
+        deadline=state.deadline,
+        reason=reasons[kind],
+        raised_at=raised_at,
+    )
+    return Outgoing("alerts", state.evaluation_run_id.encode(), alert.model_dump_json().encode())
+
+
 class RunStage:
     """Validate judge outputs with their run's rubric, reconcile, and route the final result, in one step."""
 
@@ -328,6 +367,7 @@ class RunStage:
         "reconciled",
         "done",
         "human_review",
+        "alerts",
     )
     keeps = "run_state"
     does = ("validate each judge output (with its run's rubric once known), hold it until run and rubric are known, "
@@ -335,8 +375,9 @@ class RunStage:
             "re-key an output whose key is not its evaluation_run_id")  # fmt: skip
 
     def __init__(self, rubrics: RubricLookup, *, clock: Clock, retention: timedelta, max_payload_bytes: int,
-                 stale_after: timedelta = timedelta(minutes=5)) -> None:  # fmt: skip
+                 stale_after: timedelta = timedelta(minutes=5), hold: HoldBudget | None = None) -> None:  # fmt: skip
         self.rubrics = rubrics
+        self.hold = hold
         self.clock = clock
         self.retention = retention
         self.max_payload_bytes = max_payload_bytes
@@ -361,8 +402,11 @@ class RunStage:
         if record.role == "reconcile_control":
             if stored is None:
                 return Step.emit([])
-            if json.loads(raw or b"{}").get("kind") == "expire":
+            signal = json.loads(raw or b"{}")
+            if signal.get("kind") == "expire":
                 return Step.store(None, []) if expired(stored, now, self.retention) else Step.emit([])
+            if signal.get("kind") == "alert":
+                return self._alert(RunState.model_validate(stored), str(signal.get("alert")), now)
             state, out = on_resume(RunState.model_validate(stored), self.rubrics, now)
             return self._keep(state, out, now)
         known_state = RunState.model_validate(stored) if stored else None
@@ -378,10 +422,20 @@ class RunStage:
                                        [(H_SOURCE, origin.coordinates().encode())])])  # fmt: skip
         state = known_state or RunState.new(output.evaluation_run_id, record.src.partition, now)
         known = state.knows(output.judge_run_id)
+        if not known and rubric is None and not state.final and self.hold is not None and self.hold.full():
+            return Step.emit([over_hold_limit(raw, origin, "judge_output", self.hold.limit)])
         final = state.final
         state, out = on_output(state, output, origin, raw, self.rubrics, now, checked=rubric is not None)
         records = [*admitted.records, *out]
         return Step.emit(records) if known or final else self._keep(state, records, now)
+
+    def _alert(self, state: RunState, kind: str, now: datetime) -> Step:
+        if kind in state.alerted:
+            return Step.emit([_alert(state, kind, state.alerted[kind])])  # a redelivered signal
+        if kind not in alerts_due(state.model_dump(mode="json"), now, self.stale_after):
+            return Step.emit([])  # the run moved on meanwhile
+        state = state.model_copy(update={"alerted": {**state.alerted, kind: iso(now)}})
+        return self._keep(state, [_alert(state, kind, state.alerted[kind])], now)
 
     def _load(self, stored: State | None, run_id: str, record: Inbound, now: datetime) -> RunState:
         return RunState.model_validate(stored) if stored else RunState.new(run_id, record.src.partition, now)
@@ -394,7 +448,7 @@ class RunStage:
 
     def sweep(self, states: list[tuple[str, State]]) -> list[Outgoing]:
         """Control and stub records for the runs that need one: a held rubric arrived (resume), judges past
-        the timeout (failed stubs, deterministic ids), or retention ran out (expire)."""
+        the timeout (failed stubs, deterministic ids), stale work (alert), or retention ran out (expire)."""
         now = self.clock()
         out: list[Outgoing] = []
         for key, doc in states:
@@ -408,13 +462,6 @@ class RunStage:
             if missing_judges_after_deadline(doc, now):
                 out += [Outgoing("judge_outputs", key.encode(), stub.model_dump_json().encode())
                         for stub in timeout_stubs(RunState.model_validate(doc), now)]  # fmt: skip
+            out += [Outgoing("reconcile_control", key.encode(), json.dumps({"kind": "alert", "alert": kind}).encode())
+                    for kind in alerts_due(doc, now, self.stale_after)]  # fmt: skip
         return out
-
-    def stale(self, doc: State) -> str | None:
-        """Why a run is stale (for a warning), or None."""
-        now = self.clock()
-        if doc.get("waiting_for") == "run" and now - parse_timestamp(doc["first_seen_at"]) > self.stale_after:
-            return "outputs held without an evaluation.runs event"
-        if missing_judges_after_deadline(doc, now) and not doc.get("judges") and not doc.get("held"):
-            return "no judge answered before the timeout"
-        return None

@@ -53,3 +53,24 @@ class Step:
     @classmethod
     def store(cls, state: State | None, records: list[Outgoing]) -> Step:
         return cls(records, state, True)
+
+
+class HoldBudget:
+    """One bound on the events this worker holds (outputs waiting for their run or rubric, checks waiting for
+    their rubric), across every key: past it a new event is dead-lettered (`HOLD_LIMIT_EXCEEDED`), never
+    dropped. The wiring keeps the per-key counts up to date from the states it stores."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.by_key: dict[str, int] = {}
+        self.total = 0
+
+    def note(self, key: str, held: int) -> None:
+        self.total += held - self.by_key.get(key, 0)
+        if held:
+            self.by_key[key] = held
+        else:
+            self.by_key.pop(key, None)
+
+    def full(self) -> bool:
+        return self.total >= self.limit

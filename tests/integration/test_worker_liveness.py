@@ -96,3 +96,31 @@ def test_worker_cut_off_from_its_broker_exits_non_zero(database_url: str, tmp_pa
                                        f"{unhealthy:.1f}s, exit 3 after {exited:.1f}s")  # fmt: skip
     finally:
         broker.stop()
+
+
+def test_held_output_raises_one_stale_alert_and_its_run_still_decides_once(kafka_bootstrap: str,
+                                                                           tmp_path: Path) -> None:  # fmt: skip
+    from schemas import RoutingDecision, StaleWorkAlert
+
+    prefix = unique_prefix()
+    names = TopicNames.with_prefix(prefix)
+    create_topics(kafka_bootstrap, names)
+    rubric = workload.rubric()
+    run_id = workload.stable_id("run", prefix)
+    rng = random.Random(5)
+    outputs = [workload.judge_output(rng, run_id, m, rubric_id=rubric["rubric_version_id"])
+               for m in workload.JUDGE_MODELS]  # fmt: skip
+    with Worker(kafka_bootstrap, prefix, tmp_path, JUDGEFLOW_STALE_AFTER="2") as worker:
+        produce(kafka_bootstrap, [(names.rubrics, rubric["rubric_version_id"].encode(), json.dumps(rubric).encode()),
+                                  (names.judge_outputs, run_id.encode(), json.dumps(outputs[0]).encode())])  # fmt: skip
+        [alert] = consume_until(kafka_bootstrap, [names.alerts], lambda rs: len(rs) >= 1, timeout=90, worker=worker)
+        parsed = StaleWorkAlert.model_validate_json(alert.value)
+        assert (parsed.kind, parsed.subject_id, parsed.waiting_for) == ("held_too_long", run_id, "run")
+        run = workload.evaluation_run(run_id, rubric_id=rubric["rubric_version_id"])
+        produce(kafka_bootstrap, [(names.runs, run_id.encode(), json.dumps(run).encode())]
+                + [(names.judge_outputs, run_id.encode(), json.dumps(o).encode()) for o in outputs[1:]])  # fmt: skip
+        got = consume_until(kafka_bootstrap, [names.done, names.human_review, names.alerts],
+                            lambda rs: any(r.topic != names.alerts for r in rs), timeout=90, worker=worker)  # fmt: skip
+    decisions = [RoutingDecision.model_validate_json(r.value) for r in got if r.topic != names.alerts]
+    assert [d.evaluation_run_id for d in decisions] == [run_id]
+    assert len({r.value for r in got if r.topic == names.alerts}) == 1

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from judgeflow import workload
 from judgeflow.cli import main
-from schemas import ReconciliationRevision, RoutingDecision, parse_rubric
+from schemas import InvalidEvent, ReconciliationRevision, RoutingDecision, StaleWorkAlert, parse_rubric
 from streams.claims import ClaimStage
 from streams.envelope import SourceRef
 from streams.runs import RunStage
-from streams.stage import Inbound, State, Step
+from streams.stage import HoldBudget, Inbound, State, Step
 
 NOW = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
 RUBRIC = parse_rubric(workload.rubric())
@@ -44,6 +44,7 @@ class Table:
         self.offset += 1
         kb = key.encode() if key is not None else None
         step: Step = stage.handle(Inbound(role, kb, raw, SourceRef(role, 0, self.offset, kb)), self.data.get(key or ""))
+        assert all(r.role in stage.writes for r in step.records), "the wiring refuses undeclared writes"
         if step.changed:
             if step.state is None:
                 self.data.pop(key or "", None)
@@ -182,3 +183,62 @@ def test_topology_is_printed_from_the_wired_app() -> None:
     assert result.exit_code == 0, result.output
     golden = (Path(__file__).parent / "topology.golden.txt").read_text()
     assert result.output == golden
+
+
+def test_output_without_its_run_raises_one_alert_and_the_run_still_gets_one_decision() -> None:
+    clock, table = Clock(), Table()
+    stage = run_stage(clock)
+    docs = outputs()
+    table.feed(stage, "judge_outputs", RUN_ID, docs[0])
+    assert stage.sweep([(RUN_ID, table.data[RUN_ID])]) == []
+    clock.now += timedelta(minutes=6)
+    [signal] = [r for r in stage.sweep([(RUN_ID, table.data[RUN_ID])]) if r.role == "reconcile_control"]
+    [alert] = table.feed(stage, "reconcile_control", RUN_ID, signal.value)
+    parsed = StaleWorkAlert.model_validate_json(alert.value)
+    assert (alert.role, parsed.kind, parsed.subject_id, parsed.held_events) == ("alerts", "held_too_long", RUN_ID, 1)
+    assert stage.sweep([(RUN_ID, table.data[RUN_ID])]) == []  # raised once
+    again = table.feed(stage, "reconcile_control", RUN_ID, signal.value)  # a redelivered signal
+    assert [r.value for r in again] == [alert.value]
+    sent = table.feed(stage, "runs", RUN_ID, workload.evaluation_run(RUN_ID))
+    for doc in docs[1:]:
+        sent += table.feed(stage, "judge_outputs", RUN_ID, doc)
+    assert sum(r.role in ("done", "human_review") for r in sent) == 1
+
+
+def test_run_past_its_deadline_and_grace_raises_run_overdue() -> None:
+    clock, table = Clock(), Table()
+    stage = RunStage(lambda _rid: None, clock=clock, retention=timedelta(days=7), max_payload_bytes=1_000_000)
+    table.feed(stage, "runs", RUN_ID, workload.evaluation_run(RUN_ID, timeout_s=30))  # its rubric never comes
+    clock.now += timedelta(seconds=30 + 299)
+    assert [r for r in stage.sweep([(RUN_ID, table.data[RUN_ID])]) if b"alert" in r.value] == []
+    clock.now += timedelta(seconds=2)
+    [signal] = [r for r in stage.sweep([(RUN_ID, table.data[RUN_ID])]) if b"alert" in r.value]
+    [alert] = table.feed(stage, "reconcile_control", RUN_ID, signal.value)
+    parsed = StaleWorkAlert.model_validate_json(alert.value)
+    assert (parsed.kind, parsed.waiting_for) == ("run_overdue", "rubric")
+
+
+def test_a_full_hold_dead_letters_instead_of_holding() -> None:
+    clock, table = Clock(), Table()
+    hold = HoldBudget(1)
+    stage = RunStage(lambda _rid: None, clock=clock, retention=timedelta(days=7), max_payload_bytes=1_000_000,
+                     hold=hold)  # fmt: skip
+    docs = outputs()
+    table.feed(stage, "judge_outputs", RUN_ID, docs[0])
+    hold.note(RUN_ID, len(table.data[RUN_ID]["held"]))
+    [dlq] = table.feed(stage, "judge_outputs", RUN_ID, docs[1])
+    assert dlq.role == "invalid" and InvalidEvent.model_validate_json(dlq.value).error_codes == ["HOLD_LIMIT_EXCEEDED"]
+    assert len(table.data[RUN_ID]["held"]) == 1
+
+
+def test_check_held_for_its_rubric_too_long_raises_an_alert() -> None:
+    clock, table = Clock(), Table()
+    stage = ClaimStage(lambda _rid: None, clock=clock, retention=timedelta(days=7), max_payload_bytes=1_000_000)
+    doc = {**claim("judge-a", "pass", 0.95), "rubric_version_id": RUBRIC.rubric_version_id}
+    assert [r.role for r in table.feed(stage, "checks", "claim-x", doc)] == ["checks_valid"]
+    clock.now += timedelta(minutes=6)
+    [signal] = stage.sweep([("claim-x", table.data["claim-x"])])
+    [alert] = table.feed(stage, "claims_control", "claim-x", signal.value)
+    parsed = StaleWorkAlert.model_validate_json(alert.value)
+    assert (parsed.kind, parsed.subject, parsed.waiting_for) == ("held_too_long", "claim", "rubric")
+    assert stage.sweep([("claim-x", table.data["claim-x"])]) == []
