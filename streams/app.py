@@ -244,6 +244,7 @@ def build_app(options: WorkerOptions) -> faust.App:
         channel = app.topic(*(names.all()[r] for r in stage.reads), key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")  # fmt: skip
         processed = metrics.EVENTS.labels(stage.name)
+        late = metrics.LATE.labels(stage.name)
 
         async def process(stream: Any) -> None:
             await cache.ready.wait()
@@ -280,6 +281,8 @@ def build_app(options: WorkerOptions) -> faust.App:
                     index.note(key, step.state)
             publish(stage.name, stage.writes, step.records)
             processed.inc()
+            if step.late:
+                late.inc()
 
         process.__name__ = stage.name
         app.agent(channel, name=stage.name)(process)

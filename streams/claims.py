@@ -9,7 +9,8 @@ redelivered, so a redelivery re-sends the same event ids and never decides again
 Once a claim's route is terminal (anything but `second_judge`), its state is deleted after `retention`
 (DESIGN decision 11). A check for a claim whose state has expired starts the claim afresh: a redelivered
 first check is routed again under the same event id; a new judge's check gets a first-verdict route of its
-own (counted as late by the wiring).
+own. A new judge's check for a claim still within retention after a terminal route is aggregated as usual
+and counted as late (`judgeflow_late_events_total`).
 """
 
 from __future__ import annotations
@@ -236,10 +237,12 @@ class ClaimStage:
         waits = check.rubric_version_id is not None and self.rubrics(check.rubric_version_id) is None
         if not known and waits and self.hold is not None and self.hold.full():
             return Step.emit([over_hold_limit(record.value or b"", record.origin(), "claim_check", self.hold.limit)])
+        decided = state.decided_at is not None
         state, out = on_check(state, check, self.rubrics, now)
         if known:
             return Step.emit([*admitted.records, *out])
-        return self._keep(state, [*admitted.records, *out], now)
+        step = self._keep(state, [*admitted.records, *out], now)
+        return Step(step.records, step.state, step.changed, late=decided)
 
     def _keep(self, state: ClaimState, out: list[Outgoing], now: datetime) -> Step:
         if self.retention <= timedelta(0) and expired(state, now, self.retention):

@@ -427,7 +427,9 @@ class RunStage:
         final = state.final
         state, out = on_output(state, output, origin, raw, self.rubrics, now, checked=rubric is not None)
         records = [*admitted.records, *out]
-        return Step.emit(records) if known or final else self._keep(state, records, now)
+        if final and not known:
+            return Step.emit(records, late=True)
+        return Step.emit(records) if known else self._keep(state, records, now)
 
     def _alert(self, state: RunState, kind: str, now: datetime) -> Step:
         if kind in state.alerted:

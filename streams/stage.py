@@ -45,10 +45,12 @@ class Step:
     records: list[Outgoing]
     state: State | None = None
     changed: bool = False
+    late: bool = False
+    """The input came for a run already final or a claim already decided (counted by the wiring)."""
 
     @classmethod
-    def emit(cls, records: list[Outgoing]) -> Step:
-        return cls(records)
+    def emit(cls, records: list[Outgoing], *, late: bool = False) -> Step:
+        return cls(records, late=late)
 
     @classmethod
     def store(cls, state: State | None, records: list[Outgoing]) -> Step:

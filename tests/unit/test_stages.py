@@ -242,3 +242,16 @@ def test_check_held_for_its_rubric_too_long_raises_an_alert() -> None:
     parsed = StaleWorkAlert.model_validate_json(alert.value)
     assert (parsed.kind, parsed.subject, parsed.waiting_for) == ("held_too_long", "claim", "rubric")
     assert stage.sweep([("claim-x", table.data["claim-x"])]) == []
+
+
+def test_output_for_a_final_run_is_projected_and_counted_late() -> None:
+    clock, table = Clock(), Table()
+    stage = run_stage(clock)
+    table.feed(stage, "runs", RUN_ID, workload.evaluation_run(RUN_ID))
+    docs = outputs()
+    for doc in docs:
+        table.feed(stage, "judge_outputs", RUN_ID, doc)
+    late = {**docs[0], "judge_run_id": workload.stable_id("late-judge")}
+    step = stage.handle(Inbound("judge_outputs", RUN_ID.encode(), json.dumps(late).encode(),
+                                SourceRef("judge_outputs", 0, 99)), table.data[RUN_ID])  # fmt: skip
+    assert step.late and not step.changed and [r.role for r in step.records] == ["judge_outputs_valid"]
