@@ -195,12 +195,10 @@ def _judge_output(record: Record, rows: Rows, at: datetime) -> None:
 
 
 def _coordinates(coordinates: str, record: Record) -> tuple[str, int, int]:
-    topic, _, offset = coordinates.rpartition("/")
-    topic, _, partition = topic.rpartition("/")
-    try:
-        return topic, int(partition), int(offset)
-    except ValueError:
+    src = SourceRef.parse(coordinates)
+    if src.partition < 0:
         return record.topic, record.partition, record.offset
+    return src.topic, src.partition, src.offset
 
 
 def _revision(rev: ReconciliationRevision, rows: Rows, at: datetime) -> None:
