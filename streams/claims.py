@@ -87,10 +87,8 @@ def on_check(
     """One judge's verdict; a redelivery (same claim_id and judge_id) re-sends, never re-decides."""
     if state.knows(check.judge_id):
         return state, _resend(state, rubrics, lambda v: v.judge_id == check.judge_id)
-    state = state.model_copy(update={"held": [*state.held, check.model_dump_json()],
-                                     "held_judges": [*state.held_judges, check.judge_id],
-                                     "held_since": state.held_since or iso(now)})  # fmt: skip
-    return state, _advance(state, rubrics, now, via="check")
+    state = state.model_copy(update={"held": list(state.held), "held_judges": list(state.held_judges)})
+    return state, _advance(state, rubrics, now, via="check", incoming=check)
 
 
 def on_resume(state: ClaimState, rubrics: RubricLookup, now: datetime) -> tuple[ClaimState, list[Outgoing]]:
@@ -101,16 +99,24 @@ def on_resume(state: ClaimState, rubrics: RubricLookup, now: datetime) -> tuple[
     return state, _advance(state, rubrics, now, via="resume")
 
 
-def _advance(state: ClaimState, rubrics: RubricLookup, now: datetime, *, via: str) -> list[Outgoing]:
+def _advance(
+    state: ClaimState, rubrics: RubricLookup, now: datetime, *, via: str, incoming: ClaimCheck | None = None
+) -> list[Outgoing]:
+    """Decide every held check whose rubric is known, then `incoming` (held in turn if its rubric is not)."""
     out: list[Outgoing] = []
     votes = list(state.votes)
     held: list[str] = []
     held_judges: list[str] = []
-    for doc, judge in zip(state.held, state.held_judges, strict=True):
-        check = ClaimCheck.model_validate_json(doc)
+    pending: list[tuple[ClaimCheck, str | None]] = [(ClaimCheck.model_validate_json(doc), doc) for doc in state.held]
+    if incoming is not None:
+        pending.append((incoming, None))
+    waiting_rubric: str | None = None
+    for check, doc in pending:
         if check.rubric_version_id is not None and rubrics(check.rubric_version_id) is None:
-            held.append(doc)
-            held_judges.append(judge)
+            waiting_rubric = waiting_rubric or check.rubric_version_id
+            held.append(doc if doc is not None else check.model_dump_json())
+            held_judges.append(check.judge_id)
+            state.held_since = state.held_since or iso(now)
             continue
         votes.append(Vote(judge_id=check.judge_id, verdict=check.verdict, score=check.score,
                           confidence=check.confidence, rubric_version_id=check.rubric_version_id,
@@ -121,7 +127,7 @@ def _advance(state: ClaimState, rubrics: RubricLookup, now: datetime, *, via: st
     state.votes, state.held, state.held_judges = votes, held, held_judges
     state.waiting_for = "rubric" if held else None
     state.held_since = state.held_since if held else None
-    state.rubric_version_id = ClaimCheck.model_validate_json(held[0]).rubric_version_id if held else None
+    state.rubric_version_id = waiting_rubric
     return out
 
 
