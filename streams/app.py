@@ -209,17 +209,6 @@ def build_app(options: WorkerOptions) -> faust.App:
         cython_optimizations=True,
     )
     role_of = {name: role for role, name in names.all().items()}
-    topics = {
-        role: app.topic(
-            name,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            partitions=options.partitions,
-        )  # fmt: skip
-        for role, name in names.all().items()
-    }
     # Faust's RocksDB defaults allow 3 x 64 MiB write buffers and a 2 GiB block cache per table; these bound it.
     rocksdb = ROCKSDB_OPTIONS if options.store.startswith("rocksdb") else None
     cache = RubricCache(options.bootstrap_servers, names.rubrics, **options.client_kwargs)
@@ -233,11 +222,17 @@ def build_app(options: WorkerOptions) -> faust.App:
     app.topology = []  # type: ignore[attr-defined]
     app.stream_topics = frozenset(names.all()[r] for stage in (runs, claims, rubrics) for r in stage.reads)
 
-    def publish(node: str, writes: tuple[str, ...], records: list[Outgoing]) -> None:
+    topic_of = names.all()
+
+    async def publish(node: str, writes: tuple[str, ...], records: list[Outgoing]) -> None:
+        """Hand each record straight to aiokafka's accumulator (no Faust buffer in between: it sends one
+        message at a time, and a full buffer holds up every consumed message); Faust's commit flushes the
+        aiokafka producer first, so offsets never pass a record that was not delivered."""
+        producer = app.producer._ensure_producer()  # type: ignore[attr-defined]
         for record in records:
             if record.role not in writes:
                 raise RuntimeError(f"{node} may not write {record.role}")
-            topics[record.role].send_soon(key=record.key, value=record.value, headers=record.headers)
+            await producer.send(topic_of[record.role], value=record.value, key=record.key, headers=record.headers)
             _count(record)
 
     def agent(stage: Stage, table: Any = None, index: SweepIndex | None = None, *, contract: str) -> None:
@@ -250,16 +245,16 @@ def build_app(options: WorkerOptions) -> faust.App:
             await cache.ready.wait()
             if options.take_events <= 1:
                 async for event in stream.events():
-                    handle(event)
+                    await handle(event)
                 return
             async for events in stream.take_events(options.take_events, TAKE_WITHIN):
                 for event in events:
                     # Table writes find their changelog partition through the stream's current event, which
                     # take_events leaves at the last one of the take (faust-streaming #300): set it per event.
                     stream._set_current_event(event)
-                    handle(event)
+                    await handle(event)
 
-        def handle(event: Any) -> None:
+        async def handle(event: Any) -> None:
             msg = event.message
             record = Inbound(role_of[msg.topic], msg.key, msg.value,
                                  SourceRef(msg.topic, msg.partition, msg.offset, msg.key),
@@ -279,7 +274,7 @@ def build_app(options: WorkerOptions) -> faust.App:
                     table[key] = step.state
                 if index is not None:
                     index.note(key, step.state)
-            publish(stage.name, stage.writes, step.records)
+            await publish(stage.name, stage.writes, step.records)
             processed.inc()
             if step.late:
                 late.inc()
@@ -312,7 +307,7 @@ def build_app(options: WorkerOptions) -> faust.App:
                 due = index.due(mine)
                 out = stage.sweep(due)
                 index.mark_sent([(r.key or b"").decode() for r in out])
-                publish(name, writes, out)
+                await publish(name, writes, out)
                 metrics.STATE_KEYS.labels(stage.keeps).set(len(index.keys))
             except Exception:
                 log.exception("timer %s failed; retrying next tick", name)
@@ -336,16 +331,28 @@ def build_app(options: WorkerOptions) -> faust.App:
     app.watchdog = watchdog  # type: ignore[attr-defined]
     end_offsets = EndOffsets(options)
 
-    @app.timer(min(5.0, options.stall_seconds / 4), name="progress_watchdog")
+    @app.task
     async def progress_watchdog() -> None:
-        """Committed progress per assigned stream partition against the broker's end offsets (asked with a
-        group-less client of its own, so a consumer that stopped fetching cannot hide its lag)."""
-        try:
-            await _watch(app, watchdog, end_offsets, options)
-        except Exception:
-            log.exception("progress watchdog check failed; retrying")
+        """Committed progress per assigned stream partition against the broker's end offsets, every few
+        seconds, in a loop of its own (not a Faust timer: a tick that hangs would stop those). A check that
+        itself has not finished after the stall and recovery deadlines ends the process the same way."""
+        interval = min(5.0, options.stall_seconds / 4)
+        check: asyncio.Future[None] | None = None
+        started = 0.0
+        while True:
+            await asyncio.sleep(interval)
+            if check is None or check.done():
+                if check is not None and check.exception() is not None:
+                    log.error("progress watchdog check failed: %r; retrying", check.exception())
+                check, started = asyncio.ensure_future(_watch(app, watchdog, end_offsets, options)), time.monotonic()
+            await asyncio.wait({check}, timeout=interval)
+            hung = time.monotonic() - started
+            if not check.done() and hung > options.stall_seconds + options.stall_recovery_seconds:
+                log.error("progress watchdog check hung for %.0fs; exiting for the supervisor to restart it", hung)
+                if options.on_stall_exit is not None:
+                    options.on_stall_exit(watchdog.state)
 
-    app.topology.append(Wired("Timer", "progress_watchdog", (), (),  # type: ignore[attr-defined]
+    app.topology.append(Wired("Task", "progress_watchdog", (), (),  # type: ignore[attr-defined]
                               does="committed progress vs end offsets: ERROR and rejoin on a stall, "
                               "then exit non-zero"))  # fmt: skip
     return app
@@ -365,6 +372,7 @@ class EndOffsets:
         self.timeout = max(1.0, min(END_OFFSETS_TIMEOUT, options.stall_seconds / 2))
         self.consumer: Any = None
         self.last: dict[tuple[str, int], int] = {}
+        self._pending: asyncio.Future[dict[tuple[str, int], int]] | None = None
 
     async def _client(self) -> Any:
         from aiokafka import AIOKafkaConsumer
@@ -373,7 +381,7 @@ class EndOffsets:
             consumer = AIOKafkaConsumer(bootstrap_servers=self.options.bootstrap_servers, group_id=None,
                                         enable_auto_commit=False, **self.options.client_kwargs)  # fmt: skip
             try:
-                await asyncio.wait_for(consumer.start(), self.timeout)
+                await consumer.start()
             except BaseException:
                 with contextlib.suppress(BaseException):
                     await asyncio.wait_for(consumer.stop(), self.timeout)
@@ -382,15 +390,26 @@ class EndOffsets:
         return self.consumer
 
     async def of(self, positions: dict[tuple[str, int], int], tps: list[Any]) -> dict[tuple[str, int], int]:
-        try:
-            client = await self._client()
-            ends = await asyncio.wait_for(client.end_offsets(tps), self.timeout) if tps else {}
-            self.last.update({(tp.topic, tp.partition): end for tp, end in ends.items()})
+        """End offsets of `tps`, or a lagging stand-in when the broker does not answer within the timeout.
+
+        The request runs as a task of its own that is waited for but never awaited past the timeout: after
+        a broker stall aiokafka requests can hang through a cancellation, and the watchdog must not hang
+        with them. While one request is still pending no second one is sent."""
+        if self._pending is None or self._pending.done():
+            self._pending = asyncio.ensure_future(self._fetch(tps))
+        done, _ = await asyncio.wait({self._pending}, timeout=self.timeout)
+        exc = self._pending.exception() if done else TimeoutError("no answer")
+        if exc is None:
+            self.last.update(self._pending.result())
             return {key: self.last[key] for key in positions if key in self.last}
-        except Exception as exc:
-            log.warning("watchdog cannot read end offsets (%s): counting every partition as lagging",
-                        exc.__class__.__name__)  # fmt: skip
-            return {key: max(self.last.get(key, 0), pos + 1) for key, pos in positions.items()}
+        log.warning("watchdog cannot read end offsets (%s): counting every partition as lagging",
+                    exc.__class__.__name__)  # fmt: skip
+        return {key: max(self.last.get(key, 0), pos + 1) for key, pos in positions.items()}
+
+    async def _fetch(self, tps: list[Any]) -> dict[tuple[str, int], int]:
+        client = await self._client()
+        ends = await client.end_offsets(tps) if tps else {}
+        return {(tp.topic, tp.partition): end for tp, end in ends.items()}
 
     def partitions(self, topics: frozenset[str]) -> int:
         if self.consumer is None:
