@@ -269,7 +269,7 @@ def rebuild(ctx: click.Context, schema: str, keep_old: bool) -> None:
 )
 @click.pass_context
 def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
-    """Print the analyst views: seed 003's four questions, kappa, checklist queries.
+    """Print the analyst views: open stale alerts, seed 003's four questions, kappa, checklist queries.
 
     \b
     Examples:
@@ -279,12 +279,16 @@ def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from projections.analytics import EMPTY_SECTIONS
     from projections.analytics import report as build
     from projections.migrate import connect
 
     console = Console()
     with connect(_database_url(_settings(ctx)), schema) as conn:
         for title, (columns, rows) in build(conn).items():
+            if not rows and title in EMPTY_SECTIONS:
+                console.print(f"{title}: {EMPTY_SECTIONS[title]}")
+                continue
             table = Table(title=title, title_justify="left")
             for column in columns:
                 table.add_column(column)

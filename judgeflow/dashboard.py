@@ -4,8 +4,10 @@ One set of chart definitions (plotly figures built in Python from the
 read-model views) serves both: `judgeflow dashboard` is a small read-only
 aiohttp app (bound to 127.0.0.1 by default) whose page refreshes its charts
 from `/api/summary` every few seconds; `judgeflow report --html` writes the
-same figures into one self-contained file. Text from the database is always
-HTML-escaped (plotly escapes what it renders; tables go through html.escape).
+same figures into one self-contained file. Open stale alerts (work not moving
+whose run or claim is still not done) sit above the charts, or one line says
+there is no stale work. Text from the database is always HTML-escaped (plotly
+escapes what it renders; tables go through html.escape).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 import psycopg
 
-from projections.analytics import kappa_by_judge
+from projections.analytics import EMPTY_SECTIONS, STALE_ALERTS, kappa_by_judge
 
 REFRESH_SECONDS = 5
 
@@ -39,6 +41,10 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
     scores = conn.execute("SELECT judge_model, bucket, sum(outputs)::int FROM score_distribution "
                           "GROUP BY 1, 2 ORDER BY 1, 2").fetchall()  # fmt: skip
     runs: dict[str, int] = dict(conn.execute("SELECT status, count(*) FROM evaluation_run_status GROUP BY 1"))
+    alerts = conn.execute(
+        "SELECT kind, subject, subject_id, reason, extract(epoch FROM age)::float8 FROM open_stale_alerts "
+        "ORDER BY first_seen_at, subject, subject_id, kind LIMIT 50"
+    )
     return {
         "queues": queues,
         "throughput": throughput,
@@ -57,6 +63,9 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
         ],  # fmt: skip
         "scores": [[m, int(b), int(n)] for m, b, n in scores],
         "runs": runs,
+        "stale_alerts": [
+            {"kind": k, "subject": s, "subject_id": i, "reason": r, "age_seconds": a} for k, s, i, r, a in alerts
+        ],
     }
 
 
@@ -101,10 +110,40 @@ def _table(data: dict[str, Any]) -> str:
     return f'<table id="judges"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
+def _age(seconds: float) -> str:
+    """A short human age: 45s, 12m 05s, 3h 02m, 2d 04h."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+
+
+def _alerts(data: dict[str, Any]) -> str:
+    """Open stale alerts as a table, or the empty state: "no stale work"."""
+    alerts = data.get("stale_alerts") or []
+    if not alerts:
+        return f'<p id="stale-alerts" class="ok">{html.escape(STALE_ALERTS)}: {EMPTY_SECTIONS[STALE_ALERTS]}</p>'
+    columns = ("kind", "subject", "id", "reason", "age")
+    head = "".join(f"<th>{c}</th>" for c in columns)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (a["kind"], a["subject"], a["subject_id"],
+                                                                      a["reason"], _age(a["age_seconds"])))
+        + "</tr>" for a in alerts
+    )  # fmt: skip
+    return (f'<div id="stale-alerts" class="alerts"><h2>{html.escape(STALE_ALERTS)} ({len(alerts)})</h2>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")  # fmt: skip
+
+
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:1rem}
 .chart{border:1px solid #ddd;border-radius:6px;padding:.25rem}
-table{border-collapse:collapse;margin-top:1rem}td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}"""
+table{border-collapse:collapse;margin-top:1rem}td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}
+.alerts{border:1px solid #d9822b;background:#fff7ef;border-radius:6px;padding:.25rem .75rem;margin-bottom:1rem}
+.alerts h2{font-size:1.1rem;margin:.4rem 0}.alerts td{text-align:left}.ok{color:#2b7a3d}"""
 
 
 def report_html(data: dict[str, Any]) -> str:
@@ -117,12 +156,13 @@ def report_html(data: dict[str, Any]) -> str:
     runs = html.escape(", ".join(f"{k}: {v}" for k, v in sorted(data["runs"].items())) or "none")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow report</title>"
             f"<style>{STYLE}</style></head><body><h1>judgeflow report</h1><p>Evaluation runs: {runs}</p>"
-            f"<div class='grid'>{''.join(parts)}</div>{_table(data)}</body></html>")  # fmt: skip
+            f"{_alerts(data)}<div class='grid'>{''.join(parts)}</div>{_table(data)}</body></html>")  # fmt: skip
 
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dashboard</title>
 <style>{style}</style><script src="/static/plotly.min.js"></script></head><body>
-<h1>judgeflow dashboard</h1><p id="status">loading…</p><div class="grid">{divs}</div><div id="table"></div>
+<h1>judgeflow dashboard</h1><p id="status">loading…</p><div id="alerts"></div>
+<div class="grid">{divs}</div><div id="table"></div>
 <script>
 async function refresh() {{
   const r = await fetch('/api/summary');
@@ -131,6 +171,7 @@ async function refresh() {{
     Plotly.react('chart-' + name, fig.data, fig.layout, {{displayModeBar: false}});
   }}
   document.getElementById('table').innerHTML = d.table;
+  document.getElementById('alerts').innerHTML = d.alerts;
   document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
     ' (every {refresh}s, read-only)';
   document.body.dataset.ready = '1';
@@ -154,7 +195,7 @@ def make_app(database_url: str, schema: str) -> Any:
         with psycopg.connect(database_url, options=f"-c search_path={schema}") as conn:
             data = summary(conn)
         return {"figures": {k: json.loads(f.to_json()) for k, f in figures(data).items()},
-                "table": _table(data), "data": data}  # fmt: skip
+                "table": _table(data), "alerts": _alerts(data), "data": data}  # fmt: skip
 
     async def index(_: web.Request) -> web.Response:
         return web.Response(text=page, content_type="text/html")

@@ -27,7 +27,18 @@ def cohen_kappa(pairs: Iterable[tuple[Hashable, Hashable]]) -> float | None:
     return (observed - expected) / (1.0 - expected)
 
 
+STALE_ALERTS = "Open stale alerts"
+STALE_ALERTS_QUERY = (
+    "SELECT kind, subject, subject_id, reason, date_trunc('second', age) AS age FROM open_stale_alerts "
+    "ORDER BY first_seen_at, subject, subject_id, kind LIMIT 50"
+)
+"""Work not moving (a run past its deadline, events held too long) whose subject is still not done; oldest first."""
+
+EMPTY_SECTIONS: dict[str, str] = {STALE_ALERTS: "no stale work"}
+"""What to print instead of an empty table, for the sections where empty is the news."""
+
 REPORT_QUERIES: dict[str, str] = {
+    STALE_ALERTS: STALE_ALERTS_QUERY,
     "Unsupported claims by source (top 20)": "SELECT * FROM unsupported_claims_by_source LIMIT 20",
     "Judge drift": "SELECT * FROM judge_drift ORDER BY judge_id",
     "Second-judge and human load per day": "SELECT * FROM routing_load_by_day",

@@ -40,7 +40,7 @@ log = logging.getLogger("judgeflow.projector")
 
 PROJECTED_ROLES = (
     "rubrics", "runs", "judge_outputs", "checks", "reviews", "judge_outputs_valid", "checks_valid",
-    "invalid", "reconciled", "done", "second_judge", "human_review",
+    "invalid", "reconciled", "done", "second_judge", "human_review", "alerts",
 )  # fmt: skip
 
 FAULT_KILL_IN_BATCH = "JUDGEFLOW_FAULT_KILL_IN_BATCH"

@@ -22,6 +22,7 @@ from schemas import (
     JudgeOutput,
     ReconciliationRevision,
     RoutingDecision,
+    StaleWorkAlert,
     parse_evaluation_run,
     parse_human_review,
     parse_rubric,
@@ -113,6 +114,15 @@ def project(record: Record, names: TopicNames, roles: dict[str, str], rows: Rows
                                        d.tie_rule, d.agreement, d.decided_at))  # fmt: skip
         if d.claim_id is not None:
             rows.claims.add(d.claim_id)
+    elif role == "alerts" and record.value is not None:
+        rows.add("stale_alerts", stale_alert_row(record, StaleWorkAlert.model_validate_json(record.value)))
+
+
+def stale_alert_row(record: Record, a: StaleWorkAlert) -> tuple[Any, ...]:
+    """One `stale_alerts` row: the alert as published, and where it was read (the first copy wins)."""
+    return (a.event_id, a.kind, a.subject, a.subject_id, a.waiting_for, a.rubric_version_id, a.held_events,
+            a.first_seen_at, a.deadline, a.reason, a.raised_at, a.schema_version, record.topic, record.partition,
+            record.offset, record.at)  # fmt: skip
 
 
 def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:

@@ -85,6 +85,10 @@ INSERTS: dict[str, str] = {
           source_offset, source_key, error_codes, errors, original, original_size, original_sha256,
           original_truncated, received_at)
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "stale_alerts": """INSERT INTO stale_alerts (event_id, kind, subject, subject_id, waiting_for, rubric_version_id,
+          held_events, first_seen_at, deadline, reason, raised_at, schema_version, source_topic, source_partition,
+          source_offset, created_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
 }
 ORDER = list(INSERTS)  # parents before children
 
