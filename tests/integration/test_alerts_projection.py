@@ -8,15 +8,12 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from judgeflow.dashboard import _alerts, summary
-from projections.migrate import migrate
 from schemas import ReconciliationRevision, RoutingDecision, StaleWorkAlert
 from streams.topics import TopicNames
 from tests.support import (
@@ -32,15 +29,6 @@ from tests.support import (
 
 pytestmark = pytest.mark.integration
 ALERT_NS = uuid.UUID("8f5c2a3e-1d4b-5e6f-a7b8-c9d0e1f2a3b4")
-
-
-@pytest.fixture
-def schema(database_url: str) -> Iterator[str]:
-    name = f"alerts_{uuid.uuid4().hex[:10]}"
-    migrate(database_url, name)
-    yield name
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 def alert(kind: str, subject: str, subject_id: str, reason: str, **extra: object) -> StaleWorkAlert:

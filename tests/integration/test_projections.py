@@ -9,7 +9,6 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +47,6 @@ TABLES = [
     "judge_telemetry", "judge_output_warnings", "evaluation_reconciled_revisions", "evaluation_reconciled_scores",
     "claim_checks", "checks", "reviews", "routing_decisions", "invalid_events",
 ]  # fmt: skip
-
-
-@pytest.fixture
-def schema(database_url: str) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    migrate(database_url, name)
-    yield name
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 class Offsets:
