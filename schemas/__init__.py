@@ -28,6 +28,7 @@ from schemas.judge_output import (
 from schemas.parse import (
     Parsed,
     check_against_rubric,
+    check_claim_against_rubric,
     parse_claim_check,
     parse_evaluation_run,
     parse_human_review,
@@ -36,7 +37,7 @@ from schemas.parse import (
     validate_claim_check,
     validate_judge_output,
 )
-from schemas.rubric import DimensionSpec, LaneSpec, RoutingPolicy, RubricVersion, ScoreBand
+from schemas.rubric import DimensionSpec, LaneSpec, RoutingPolicy, RubricVersion, ScoreBand, ScoreRange
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
@@ -64,8 +65,10 @@ __all__ = [
     "RoutingPolicy",
     "RubricVersion",
     "ScoreBand",
+    "ScoreRange",
     "TelemetrySummary",
     "check_against_rubric",
+    "check_claim_against_rubric",
     "parse_claim_check",
     "parse_evaluation_run",
     "parse_human_review",

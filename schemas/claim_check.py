@@ -20,7 +20,8 @@ NonEmpty = Annotated[str, Field(min_length=1)]
 class ClaimCheck(Contract):
     """Identity is (claim_id, judge_id). `verdict` stays categorical; `score`
     (0..1, fixed per rubric) is for thresholds. A judge that cannot assess
-    says `unclear` and may leave `score` null."""
+    says `unclear` and may leave `score` null. Once its rubric is known, `score` must lie inside the
+    rubric's `claim_score_range` (CLAIM_SCORE_OUT_OF_RANGE)."""
 
     schema_version: SchemaVersion
     claim_id: NonEmpty

@@ -87,6 +87,17 @@ def check_against_rubric(output: JudgeOutput, rubric: RubricVersion) -> None:
         raise ContractError(errors)
 
 
+def check_claim_against_rubric(check: ClaimCheck, rubric: RubricVersion) -> None:
+    """A claim score outside its rubric's `claim_score_range` is invalid (the contract alone allows [0, 1])."""
+    r = rubric.claim_score_range
+    if check.score is not None and check.score not in r:
+        raise ContractError.single(
+            "CLAIM_SCORE_OUT_OF_RANGE",
+            f"score {check.score:g} is outside rubric {rubric.name}'s claim_score_range [{r.min:g}, {r.max:g}]",
+            ("score",),
+        )
+
+
 def reference_validate_judge_output(
     data: RawEvent, *, rubric: RubricVersion | None = None, max_bytes: int = MAX_PAYLOAD_BYTES
 ) -> Parsed[JudgeOutput]:
@@ -98,10 +109,15 @@ def reference_validate_judge_output(
     return Parsed(output, tuple(judge_output_warnings(output, rubric)), sent)
 
 
-def reference_validate_claim_check(data: RawEvent, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> Parsed[ClaimCheck]:
+def reference_validate_claim_check(
+    data: RawEvent, *, rubric: RubricVersion | None = None, max_bytes: int = MAX_PAYLOAD_BYTES
+) -> Parsed[ClaimCheck]:
     """The reference path for claim checks."""
     sent, doc = _decode_versioned(data, CLAIM_CHECK_VERSIONS, max_bytes)
-    return Parsed(_validate(ClaimCheck, doc), (), sent)
+    check = _validate(ClaimCheck, doc)
+    if rubric is not None:
+        check_claim_against_rubric(check, rubric)
+    return Parsed(check, (), sent)
 
 
 def reference_parse_simple(model: type[T], data: RawEvent) -> T:
@@ -138,16 +154,21 @@ def parse_judge_output(data: RawEvent, *, rubric: RubricVersion | None = None) -
     return output  # warnings never reject, so the fast path skips computing them here
 
 
-def validate_claim_check(data: RawEvent, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> Parsed[ClaimCheck]:
+def validate_claim_check(
+    data: RawEvent, *, rubric: RubricVersion | None = None, max_bytes: int = MAX_PAYLOAD_BYTES
+) -> Parsed[ClaimCheck]:
+    """Validate a claim check, and its score against `rubric`'s claim_score_range when the rubric is given."""
     check = _FAST_CLAIM_CHECK.parse(data, max_bytes)
     if check is None:
-        return reference_validate_claim_check(data, max_bytes=max_bytes)
+        return reference_validate_claim_check(data, rubric=rubric, max_bytes=max_bytes)
+    if rubric is not None:
+        check_claim_against_rubric(check, rubric)
     return Parsed(check, (), check.schema_version)
 
 
-def parse_claim_check(data: RawEvent) -> ClaimCheck:
+def parse_claim_check(data: RawEvent, *, rubric: RubricVersion | None = None) -> ClaimCheck:
     """Parse one claim check (seed 003) strictly: "0.9" is not a number."""
-    return validate_claim_check(data).event
+    return validate_claim_check(data, rubric=rubric).event
 
 
 def _parse_simple(model: type[T], data: RawEvent) -> T:

@@ -62,11 +62,26 @@ class ScoreBand(Contract):
 
 
 class ScoreRange(Contract):
-    min: float = 0.0
-    max: float = 1.0
+    """The scores a rubric's claim checks may give, inside the contract's [0, 1] (seed 003's fixed scale)."""
+
+    min: Unit = 0.0
+    max: Unit = 1.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ScoreRange:
+        if self.min > self.max:
+            raise PydanticCustomError("CLAIM_SCORE_RANGE_INVERTED", "claim_score_range.min must be <= max")
+        return self
+
+    def __contains__(self, score: float) -> bool:
+        return self.min <= score <= self.max
 
 
 class RubricVersion(Contract):
+    """A rubric version. Also enforced by judgeflow: lane and dimension keys are unique; claim_score_range has
+    min <= max; routing.border <= routing.pass_score, and pass_score, floor and border lie inside
+    claim_score_range."""
+
     schema_version: SchemaVersion = CURRENT_VERSION
     rubric_version_id: Uuid
     name: Annotated[str, Field(min_length=1)]
@@ -88,6 +103,20 @@ class RubricVersion(Contract):
             dims = [d.dimension_key for d in lane.dimensions]
             if len(dims) != len(set(dims)):
                 raise PydanticCustomError("DUPLICATE_DIMENSION_KEY", f"lane {lane.lane_key} repeats a dimension_key")
+        return self
+
+    @model_validator(mode="after")
+    def _thresholds_in_range(self) -> RubricVersion:
+        """A threshold outside the range its claim scores can take would route every claim one way."""
+        r, policy = self.claim_score_range, self.routing
+        outside = [f"{name}={value:g}" for name, value in
+                   (("pass_score", policy.pass_score), ("floor", policy.floor), ("border", policy.border))
+                   if value not in r]  # fmt: skip
+        if outside:
+            raise PydanticCustomError(
+                "POLICY_THRESHOLD_OUTSIDE_RANGE",
+                f"routing thresholds {', '.join(outside)} outside claim_score_range [{r.min:g}, {r.max:g}]",
+            )
         return self
 
     def lane(self, lane_key: str) -> LaneSpec | None:

@@ -2,9 +2,12 @@
 
 The first judge's check is routed by its rubric's policy (seed 003's rule). A check from another judge on the
 same claim is aggregated with the earlier votes by the rubric's declared mode and tie rule, and the claim is
-routed again, terminally. Checks that name a rubric not seen yet are held (as their validated JSON) until it
-arrives. A claim's state is a list of compact votes; the decisions are regenerated from it when an input is
-redelivered, so a redelivery re-sends the same event ids and never decides again.
+routed again, terminally. A check's score is validated against its rubric's `claim_score_range`. Checks that
+name a rubric not seen yet are held (as the text received, with its source coordinates) until it arrives and
+validated with it then: a held check is published as valid, or dead-lettered and queued for humans, only once
+its rubric is known, so no refused score is ever published as a valid check. A claim's state is a list of
+compact votes; the decisions are regenerated from it when an input is redelivered, so a redelivery re-sends
+the same event ids and never decides again.
 
 Once a claim's route is terminal (anything but `second_judge`), its state is deleted after `retention`
 (DESIGN decision 11). A check for a claim whose state has expired starts the claim afresh: a redelivered
@@ -22,10 +25,10 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas import ClaimCheck, RoutingDecision, RoutingPolicy, RubricVersion, StaleWorkAlert
+from schemas import ClaimCheck, RoutingDecision, RoutingPolicy, RubricVersion, StaleWorkAlert, parse_claim_check
 from streams.aggregate import aggregate_verdicts
-from streams.edge import admit_claim_check, over_hold_limit
-from streams.envelope import H_SOURCE, Outgoing, iso
+from streams.edge import Admitted, admit_claim_check, over_hold_limit
+from streams.envelope import H_SOURCE, Outgoing, SourceRef, iso
 from streams.ids import event_id
 from streams.routing import route, route_aggregate
 from streams.stage import Clock, HoldBudget, Inbound, RubricLookup, State, Step
@@ -54,7 +57,13 @@ class ClaimState(BaseModel):
     partition: int
     votes: list[Vote] = Field(default_factory=list)
     held: list[str] = Field(default_factory=list)
-    """Validated JSON of checks waiting for their rubric."""
+    """Checks waiting for their rubric, as received (older states: their validated JSON)."""
+    held_from: list[str] = Field(default_factory=list)
+    """Source coordinates of `held`, in the same order."""
+    released: list[str] = Field(default_factory=list)
+    """Checks a resume validated with their rubric (kept so a redelivered resume re-sends the same records)."""
+    released_from: list[str] = Field(default_factory=list)
+    released_at: str | None = None
     held_judges: list[str] = Field(default_factory=list)
     waiting_for: str | None = None
     rubric_version_id: str | None = None
@@ -82,49 +91,92 @@ def check_id(claim_id: str, judge_id: str) -> str:
 
 
 def on_check(
-    state: ClaimState, check: ClaimCheck, rubrics: RubricLookup, now: datetime
+    state: ClaimState,
+    check: ClaimCheck,
+    rubrics: RubricLookup,
+    now: datetime,
+    *,
+    raw: bytes | None = None,
+    src: SourceRef | None = None,
 ) -> tuple[ClaimState, list[Outgoing]]:
-    """One judge's verdict; a redelivery (same claim_id and judge_id) re-sends, never re-decides."""
+    """One judge's verdict (`raw` and `src`: what was received, kept if it must wait for its rubric); a
+    redelivery (same claim_id and judge_id) re-sends, never re-decides."""
     if state.knows(check.judge_id):
         return state, _resend(state, rubrics, lambda v: v.judge_id == check.judge_id)
-    state = state.model_copy(update={"held": list(state.held), "held_judges": list(state.held_judges)})
-    return state, _advance(state, rubrics, now, via="check", incoming=check)
+    state = _copy(state)
+    incoming = (check, raw.decode() if raw is not None else None, src.coordinates() if src is not None else None)
+    return state, _advance(state, rubrics, now, via="check", incoming=incoming)
 
 
 def on_resume(state: ClaimState, rubrics: RubricLookup, now: datetime) -> tuple[ClaimState, list[Outgoing]]:
-    """A held rubric arrived: release what waited for it. A redelivered resume re-sends what resumes released."""
+    """A held rubric arrived: validate what waited for it with the rubric and decide what is valid. A
+    redelivered resume re-sends what resumes released."""
     if not state.held:
-        return state, _resend(state, rubrics, lambda v: v.via == "resume")
-    state = state.model_copy(update={"held": list(state.held), "held_judges": list(state.held_judges)})
+        released_at = datetime.fromisoformat(state.released_at) if state.released_at else now
+        again = [r for doc, coords in zip(state.released, state.released_from, strict=False)
+                 for r in _release(state, doc, coords, rubrics, released_at).records]  # fmt: skip
+        return state, again + _resend(state, rubrics, lambda v: v.via == "resume")
+    state = _copy(state)
     return state, _advance(state, rubrics, now, via="resume")
 
 
+def _copy(state: ClaimState) -> ClaimState:
+    return state.model_copy(update={name: list(getattr(state, name)) for name in
+                                    ("held", "held_from", "held_judges", "released", "released_from")})  # fmt: skip
+
+
+def _release(state: ClaimState, doc: str, coords: str, rubrics: RubricLookup, now: datetime) -> Admitted[ClaimCheck]:
+    """A held check validated with its rubric, as the edge validates one whose rubric is known on arrival."""
+    key = state.claim_id.encode()
+    src = SourceRef.parse(coords, key) if coords else SourceRef("checks", state.partition, -1, key)
+    return admit_claim_check(doc.encode(), src, now=now, rubrics=rubrics)
+
+
 def _advance(
-    state: ClaimState, rubrics: RubricLookup, now: datetime, *, via: str, incoming: ClaimCheck | None = None
+    state: ClaimState,
+    rubrics: RubricLookup,
+    now: datetime,
+    *,
+    via: str,
+    incoming: tuple[ClaimCheck, str | None, str | None] | None = None,
 ) -> list[Outgoing]:
-    """Decide every held check whose rubric is known, then `incoming` (held in turn if its rubric is not)."""
+    """Validate and decide every held check whose rubric is known, then decide `incoming` (held in turn if its
+    rubric is not)."""
     out: list[Outgoing] = []
     votes = list(state.votes)
     held: list[str] = []
+    held_from: list[str] = []
     held_judges: list[str] = []
-    pending: list[tuple[ClaimCheck, str | None]] = [(ClaimCheck.model_validate_json(doc), doc) for doc in state.held]
+    froms = [*state.held_from, *[""] * (len(state.held) - len(state.held_from))]
+    pending: list[tuple[ClaimCheck, str | None, str | None, bool]] = [
+        (parse_claim_check(doc), doc, coords, True) for doc, coords in zip(state.held, froms, strict=True)
+    ]
     if incoming is not None:
-        pending.append((incoming, None))
+        pending.append((*incoming, False))
     waiting_rubric: str | None = None
-    for check, doc in pending:
+    for check, doc, coords, was_held in pending:
         if check.rubric_version_id is not None and rubrics(check.rubric_version_id) is None:
             waiting_rubric = waiting_rubric or check.rubric_version_id
             held.append(doc if doc is not None else check.model_dump_json())
+            held_from.append(coords or "")
             held_judges.append(check.judge_id)
             state.held_since = state.held_since or iso(now)
             continue
+        if was_held and doc is not None:
+            released = _release(state, doc, coords or "", rubrics, now)
+            out.extend(released.records)
+            state.released.append(doc)
+            state.released_from.append(coords or "")
+            state.released_at = iso(now)
+            if released.event is None:  # refused with its rubric: dead-lettered and queued for humans
+                continue
         votes.append(Vote(judge_id=check.judge_id, verdict=check.verdict, score=check.score,
                           confidence=check.confidence, rubric_version_id=check.rubric_version_id,
                           decided_at=iso(now), via=via))  # fmt: skip
         record, terminal = _decision(state.claim_id, votes, rubrics)
         out.append(record)
         state.decided_at = iso(now) if terminal else None
-    state.votes, state.held, state.held_judges = votes, held, held_judges
+    state.votes, state.held, state.held_from, state.held_judges = votes, held, held_from, held_judges
     state.waiting_for = "rubric" if held else None
     state.held_since = state.held_since if held else None
     state.rubric_version_id = waiting_rubric
@@ -230,7 +282,8 @@ class ClaimStage:
                 return self._alert(state, now)
             state, out = on_resume(state, self.rubrics, now)
             return self._keep(state, out, now)
-        admitted = admit_claim_check(record.value or b"", record.origin(), now=now, max_bytes=self.max_payload_bytes)
+        admitted = admit_claim_check(record.value or b"", record.origin(), now=now, max_bytes=self.max_payload_bytes,
+                                     rubrics=self.rubrics)  # fmt: skip
         check = admitted.event
         if check is None:
             return Step.emit(admitted.records)
@@ -244,10 +297,11 @@ class ClaimStage:
         if not known and waits and self.hold is not None and self.hold.full():
             return Step.emit([over_hold_limit(record.value or b"", record.origin(), "claim_check", self.hold.limit)])
         decided = state.decided_at is not None
-        state, out = on_check(state, check, self.rubrics, now)
+        state, out = on_check(state, check, self.rubrics, now, raw=record.value or b"", src=record.origin())
+        published = [] if waits else admitted.records  # a held check is published once its rubric validated it
         if known:
-            return Step.emit([*admitted.records, *out])
-        step = self._keep(state, [*admitted.records, *out], now)
+            return Step.emit([*published, *out])
+        step = self._keep(state, [*published, *out], now)
         return Step(step.records, step.state, step.changed, late=decided)
 
     def _keep(self, state: ClaimState, out: list[Outgoing], now: datetime) -> Step:

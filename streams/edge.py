@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -24,6 +25,7 @@ from schemas import (
     JudgeOutput,
     RoutingDecision,
     RubricVersion,
+    check_claim_against_rubric,
     validate_claim_check,
     validate_judge_output,
 )
@@ -143,14 +145,24 @@ def _readable_claim(raw: bytes) -> tuple[str | None, str | None]:
 
 
 def admit_claim_check(
-    raw: bytes, src: SourceRef, *, now: datetime | None = None, max_bytes: int = MAX_PAYLOAD_BYTES
+    raw: bytes,
+    src: SourceRef,
+    *,
+    now: datetime | None = None,
+    max_bytes: int = MAX_PAYLOAD_BYTES,
+    rubrics: Callable[[str], RubricVersion | None] | None = None,
 ) -> Admitted[ClaimCheck]:
-    """Validate one claim check. An invalid one is dead-lettered and, when its claim_id is readable,
-    queued for humans as `unclear` (DESIGN decision 5)."""
+    """Validate one claim check, with its rubric when `rubrics` knows it (CLAIM_SCORE_OUT_OF_RANGE). An
+    invalid one is dead-lettered and, when its claim_id is readable, queued for humans as `unclear`
+    (DESIGN decision 5)."""
     try:
         parsed = validate_claim_check(raw, max_bytes=max_bytes)
+        rubric_id = parsed.event.rubric_version_id
+        rubric = rubrics(rubric_id) if rubrics is not None and rubric_id is not None else None
+        if rubric is not None:
+            check_claim_against_rubric(parsed.event, rubric)
     except ContractError as err:
-        dlq = dead_letter(raw, src, "claim_check", err)
+        dlq = dead_letter(raw, src, "claim_check", err, received_at=iso(now) if now is not None else None)
         claim_id, judge_id = _readable_claim(raw) if len(raw) <= max_bytes else (None, None)
         if claim_id is None:
             return Admitted(None, [dlq])

@@ -182,7 +182,8 @@ def test_check_with_unknown_rubric_is_held_then_resumed() -> None:
     state, out = claims.on_check(state, check("judge-a", "pass", 0.95, rubric=rid), lookup(False), NOW)
     assert out == [] and state.waiting_for == "rubric"
     state, out = claims.on_resume(state, lookup(), NOW)
-    assert decisions(out)[0].route == "done" and state.waiting_for is None
+    assert [r.role for r in out] == ["checks_valid", "done"]  # published as valid once its rubric validated it
+    assert decisions(out[1:])[0].route == "done" and state.waiting_for is None
 
 
 def test_a_run_learned_late_gives_judges_the_full_timeout() -> None:

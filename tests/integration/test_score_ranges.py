@@ -1,0 +1,106 @@
+"""A rubric's claim_score_range on the real broker and database: rubrics with an inverted range or thresholds
+outside it are dead-lettered with their codes and never used; a claim score outside its rubric's range is
+dead-lettered (CLAIM_SCORE_OUT_OF_RANGE) and queued for humans, also when the check waited for its rubric, and
+no refused score reaches `claim_checks`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from judgeflow import workload
+from schemas import InvalidEvent, RoutingDecision, StaleWorkAlert
+from streams.topics import TopicNames
+from tests.support import (
+    ProjectorProcess,
+    Worker,
+    consume_until,
+    create_topics,
+    produce,
+    projected_topic_ends,
+    projection_reached,
+    unique_prefix,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+NARROW = {"min": 0.2, "max": 0.9}
+
+
+def rubric(rubric_id: str, **overrides: Any) -> tuple[str, bytes, bytes]:
+    return ("rubrics", rubric_id.encode(), json.dumps(workload.rubric(rubric_id, **overrides)).encode())
+
+
+def check(claim_id: str, score: float, rubric_id: str) -> tuple[str, bytes, bytes]:
+    doc = workload.claim_check(random.Random(3), claim_id, verdict="pass")
+    return ("checks", claim_id.encode(), json.dumps({**doc, "score": score, "rubric_version_id": rubric_id}).encode())
+
+
+def test_score_ranges_through_kafka_and_postgres(
+    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
+) -> None:
+    prefix = unique_prefix()
+    names = TopicNames.with_prefix(prefix)
+    create_topics(kafka_bootstrap, names)
+
+    def topic(records: list[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes, bytes]]:
+        return [(getattr(names, role), key, value) for role, key, value in records]
+
+    narrow, late = workload.stable_id("rubric", prefix, "narrow"), workload.stable_id("rubric", prefix, "late")
+    inverted, outside = workload.stable_id("rubric", prefix, "inv"), workload.stable_id("rubric", prefix, "out")
+    produce(kafka_bootstrap, topic([
+        rubric(narrow, claim_score_range=NARROW),
+        rubric(inverted, claim_score_range={"min": 0.9, "max": 0.2}),
+        rubric(outside, claim_score_range={"min": 0.5, "max": 1.0}),  # default border 0.45 outside
+        check("claim-in", 0.5, narrow),
+        check("claim-out", 0.95, narrow),
+    ]))  # fmt: skip
+    env = {"JUDGEFLOW_TIMER_INTERVAL": "0.5", "JUDGEFLOW_STALE_AFTER": "1"}
+    with Worker(kafka_bootstrap, prefix, tmp_path / "w", **env) as worker:
+        produce(kafka_bootstrap, topic([check("claim-held", 0.1, late)]))
+
+        def held(rs: list[Any]) -> bool:  # the held-too-long alert shows the check is held for its rubric
+            return any(StaleWorkAlert.model_validate_json(r.value).subject_id == "claim-held" for r in rs)
+
+        consume_until(kafka_bootstrap, [names.alerts], held, timeout=90, worker=worker)
+        produce(kafka_bootstrap, topic([rubric(late, claim_score_range=NARROW)]))
+
+        def settled(rs: list[Any]) -> bool:
+            refused = {InvalidEvent.model_validate_json(r.value).source_key_b64 for r in rs if r.topic == names.invalid}
+            return len(refused) >= 4 and sum(r.topic == names.checks_valid for r in rs) >= 1
+
+        got = consume_until(kafka_bootstrap, [names.invalid, names.checks_valid, names.human_review], settled,
+                            timeout=90, worker=worker)  # fmt: skip
+        assert worker.alive(), worker.log()
+
+    invalid = [InvalidEvent.model_validate_json(r.value) for r in got if r.topic == names.invalid]
+    codes = {(i.contract, base64.b64decode(i.source_key_b64 or "").decode()): i.error_codes for i in invalid}
+    assert codes == {
+        ("rubric", inverted): ["CLAIM_SCORE_RANGE_INVERTED"],
+        ("rubric", outside): ["POLICY_THRESHOLD_OUTSIDE_RANGE"],
+        ("claim_check", "claim-out"): ["CLAIM_SCORE_OUT_OF_RANGE"],
+        ("claim_check", "claim-held"): ["CLAIM_SCORE_OUT_OF_RANGE"],
+    }
+    assert [r.key for r in got if r.topic == names.checks_valid] == [b"claim-in"]
+    humans = {d.claim_id: d for d in (RoutingDecision.model_validate_json(r.value) for r in got
+                                      if r.topic == names.human_review)}  # fmt: skip
+    assert {c for c, d in humans.items() if d.reason == "invalid"} == {"claim-out", "claim-held"}
+
+    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema) as projector:
+        ends = projected_topic_ends(kafka_bootstrap, names)
+        wait_for(lambda: projection_reached(database_url, schema, ends), 120, "projector at the end offsets", projector)
+    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+        stored = {r[0] for r in conn.execute("SELECT claim_id FROM claim_checks")}
+        rubrics = {str(r[0]) for r in conn.execute("SELECT id FROM rubrics")}
+        dead = {tuple(r[0]) for r in conn.execute("SELECT error_codes FROM invalid_events")}
+        routes = dict(conn.execute("SELECT claim_id, route FROM checks").fetchall())
+    assert stored == {"claim-in"}  # no refused score is stored as a verdict
+    assert {narrow, late} <= rubrics and not {inverted, outside} & rubrics
+    assert {("CLAIM_SCORE_RANGE_INVERTED",), ("POLICY_THRESHOLD_OUTSIDE_RANGE",), ("CLAIM_SCORE_OUT_OF_RANGE",)} <= dead
+    assert routes["claim-out"] == routes["claim-held"] == "human_review"
