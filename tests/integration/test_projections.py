@@ -165,21 +165,30 @@ def test_database_rejects_constraint_violations(
             row["lane_key"] = "another_lane"
         if table == "judge_dimension_scores":
             row["dimension_key"] = "another_dimension"
-        if table == "judge_telemetry":
-            row["judge_output_id"] = conn.execute("SELECT id FROM judge_outputs LIMIT 1").fetchone()[0]
-            conn.execute("SELECT 1")
+        if table == "judge_telemetry":  # telemetry is one row per output: give the row an output of its own
+            out_cols = [r[0] for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = 'judge_outputs' ORDER BY ordinal_position", [schema]).fetchall()]  # fmt: skip
+            output = dict(zip(out_cols, conn.execute("SELECT * FROM judge_outputs LIMIT 1").fetchone(), strict=True))
+            output.update(id=uuid.uuid4(), judge_run_id=uuid.uuid4())
+            _insert(conn, "judge_outputs", output)
+            row["judge_output_id"] = output["id"]
         if value == "same":
             value = row["judge_run_id"]
             row["id"] = uuid.uuid4()
         elif value == "dimension":
             value = row["parent_id"]
+        control = {**row, "judge_run_id": uuid.uuid4()} if column == "judge_run_id" else dict(row)
+        with pytest.raises(_RolledBack), conn.transaction():  # the row with its valid value goes in
+            _insert(conn, table, control)
+            raise _RolledBack
         row[column] = value
-        if table == "judge_telemetry":
-            with pytest.raises((error, psycopg.errors.UniqueViolation)):
-                _insert(conn, table, row)
-            return
         with pytest.raises(error):
             _insert(conn, table, row)
+
+
+class _RolledBack(Exception):
+    """Raised inside a savepoint to undo an insert that proved the row valid."""
 
 
 def _insert(conn: psycopg.Connection, table: str, row: dict[str, Any]) -> None:
