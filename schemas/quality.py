@@ -10,56 +10,13 @@
 
 from __future__ import annotations
 
-import re
-
 from schemas.errors import ContractWarning
 from schemas.judge_output import JudgeOutput, LaneScore
 from schemas.rubric import RubricVersion
+from schemas.specificity import signal_codes
 
 WEIGHTED_TOLERANCE = 1.0
 UNWEIGHTED_TOLERANCE = 10.0
-
-GENERIC_PHRASES = (
-    "good understanding",
-    "shows understanding",
-    "good job",
-    "great job",
-    "nice work",
-    "well done",
-    "solid work",
-    "solid effort",
-    "good effort",
-    "overall good",
-    "overall solid",
-    "strong performance",
-    "good performance",
-    "well structured",
-    "well-structured",
-    "needs improvement",
-    "room for improvement",
-    "could be better",
-    "could be improved",
-    "lacks depth",
-    "lack of depth",
-    "not bad",
-    "decent work",
-    "good work",
-    "high quality",
-    "meets expectations",
-    "generally good",
-    "mostly correct",
-)
-_SCORE_RESTATEMENT = re.compile(
-    r"\b(scor(e|ed|es|ing)|rated|rating|points?|band)\b|\b\d{1,3}\s*(/|out of)\s*100\b", re.I
-)
-# Markers of a concrete observation: a number (line, count), a quoted or
-# code-like token, a path, or a pointer to where in the submission.
-_CONCRETE = re.compile(
-    r"\d|[`'\"]|\w+\(\)|\w+_\w+|\w+\.\w+|/\w+"
-    r"|\b(line|lines|test|tests|function|method|file|step|call|commit|query|endpoint|"
-    r"loop|exception|error|input|output|null|edge case|transcript)\b",
-    re.I,
-)
 
 
 def lane_warnings(output: JudgeOutput, rubric: RubricVersion | None = None) -> list[ContractWarning]:
@@ -94,25 +51,21 @@ def _weighted_mean(lane: LaneScore, weights: dict[str, float]) -> float:
     return sum(d.score * weights.get(d.dimension_key, 0.0) for d in lane.dimension_scores) / total
 
 
+_MESSAGES = {
+    "GENERIC_SIGNAL": "uses a stock phrase and names nothing concrete",
+    "SIGNAL_RESTATES_SCORE": "restates a score instead of saying what happened",
+    "SIGNAL_NOT_CONCRETE": "names no concrete observation (no line, count, identifier, quote or artefact)",
+}
+
+
 def specificity_warnings(output: JudgeOutput) -> list[ContractWarning]:
+    """Checklist 12, by the rules of `schemas.specificity`."""
     found: list[ContractWarning] = []
     signals = {"positive_signal": output.positive_signal, "primary_weakness": output.primary_weakness}
     for name, text in signals.items():
         if text is None:
             continue
-        lowered = text.lower()
-        if any(phrase in lowered for phrase in GENERIC_PHRASES):
-            found.append(ContractWarning("GENERIC_SIGNAL", (name,), f"{name} uses a generic phrase"))
-        if _SCORE_RESTATEMENT.search(text):
-            found.append(ContractWarning("SIGNAL_RESTATES_SCORE", (name,), f"{name} restates a score"))
-        if not _CONCRETE.search(text):
-            found.append(
-                ContractWarning(
-                    "SIGNAL_NOT_CONCRETE",
-                    (name,),
-                    f"{name} names no concrete observation (no line, test, file, quote or identifier)",
-                )
-            )
+        found += [ContractWarning(code, (name,), f"{name} {_MESSAGES[code]}") for code in signal_codes(text)]
     pos, weak = output.positive_signal, output.primary_weakness
     if pos is not None and weak is not None and _norm(pos) == _norm(weak):
         found.append(
