@@ -163,16 +163,19 @@ class Player:
 
 
 def describe(records: list[Outgoing]) -> list[dict[str, Any]]:
-    """Records as the golden file keeps them: small values whole, large ones (judge outputs) by digest."""
+    """Records as the golden file keeps them: small values whole, large ones (judge outputs) by digest. A dead
+    letter's `received_at` is the wall clock's, not the stage's: left out."""
     out = []
     for r in records:
         value = r.value.decode()
+        if r.role == "invalid":
+            value = json.dumps({**json.loads(value), "received_at": None}, separators=(",", ":"))
         item: dict[str, Any] = {"role": r.role, "key": (r.key or b"").decode(),
                                 "headers": [[h, v.decode()] for h, v in r.headers]}  # fmt: skip
-        if len(r.value) <= 1500:
+        if len(value) <= 1500:
             item["value"] = value
         else:
-            item["sha256"] = hashlib.sha256(r.value).hexdigest()
+            item["sha256"] = hashlib.sha256(value.encode()).hexdigest()
         out.append(item)
     return out
 
