@@ -181,8 +181,8 @@ def describe(records: list[Outgoing]) -> list[dict[str, Any]]:
 
 
 def play(player: Player, script: list[Step], first: int = 0) -> Iterator[dict[str, Any]]:
-    """Each step from `first` on: what it produced, the clock after it, and the stored states it changed
-    (None: deleted)."""
+    """Each step from `first` on: what it produced, the player's clock and offset after it, and the stored
+    states it changed (None: deleted)."""
     for step in script[first:]:
         before = dict(player.table)
         records = player.play(step)
@@ -192,6 +192,7 @@ def play(player: Player, script: list[Step], first: int = 0) -> Iterator[dict[st
             "records": describe(records),
             "now": player.now.isoformat(),
             "rubric_known": player.rubric_known,
+            "offset": player.offset,
             "changed": changed,
         }
 
