@@ -1,7 +1,8 @@
 """What reconciliation and evaluation routing read of one judge's output, and nothing more.
 
-A run's state keeps these instead of whole `JudgeOutput` documents: ~150 bytes per judge rather than
-~5 KB, and nothing to re-validate when the state is read back.
+A run's state keeps these instead of whole `JudgeOutput` documents: ~130 bytes per judge rather than
+~5 KB, and nothing to re-validate when the state is read back. Stored under the short keys of `STORED_KEYS`, defaults
+left out; the field names are read too (states stored before the compact format have them).
 """
 
 from __future__ import annotations
@@ -10,13 +11,18 @@ from pydantic import BaseModel, ConfigDict
 
 from schemas import JudgeOutput
 
+STORED_KEYS = {"judge_run_id": "id", "judge_model": "model", "confidence": "conf", "total_deduction": "deduct",
+               "auto_disqualify": "dq", "failure_reason": "reason"}  # fmt: skip
+"""Field -> key in stored state, where the two differ."""
+
 
 class JudgeSummary(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, alias_generator=lambda name: STORED_KEYS.get(name, name),
+                              validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)  # fmt: skip
 
     judge_run_id: str
     judge_model: str
-    status: str
+    status: str = "complete"
     lanes: dict[str, int]
     """lane_key -> lane_score, in the output's lane order (the seed's lane order follows it)."""
     confidence: str

@@ -10,6 +10,14 @@ whether final, when, and which input caused it), never whole documents or the re
 input regenerates exactly the records it caused, with the same ids and bytes. Once final, the state is
 deleted after the retention (DESIGN decision 11); an output for a run whose state has expired is held like
 one for an unknown run, and reported stale. Nothing here reads a clock: `now` is passed in.
+
+The stored form is compact (under 1 KB for a run of three judges; every changelog write carries it): short
+keys (`STORED_KEYS`, `JudgeSummary`'s), defaults left out, each id once, times as whole microseconds since the
+epoch (`streams.envelope.micros`; a revision's and an alert's as microseconds after `first_seen_at`), the
+final revision known as the last of a final run, and a revision's trigger named only when it is not the judge
+the revision added. The timer reads `partition`, `final_at`, `deadline`, `waiting`, `rubric`, `held`, `seen`
+and `alerted` from the stored dict without parsing the state. A state stored before this format (its keys are
+the field names, its times ISO strings) is read as well (`load`, `upgrade`) and written back compact.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import json
 import logging
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from schemas import (
     ContractError,
@@ -35,7 +43,7 @@ from schemas import (
 )
 from schemas.types import parse_timestamp
 from streams.edge import admit_judge_output, dead_letter, over_hold_limit
-from streams.envelope import H_SOURCE, Outgoing, SourceRef, iso
+from streams.envelope import H_SOURCE, Outgoing, SourceRef, from_micros, iso, micros
 from streams.ids import event_id
 from streams.judge_summary import JudgeSummary, summarize
 from streams.reconcile import NoSuccessfulJudge, reconcile_summaries
@@ -48,7 +56,27 @@ RESUME = b'{"kind":"resume"}'
 EXPIRE = b'{"kind":"expire"}'
 
 
-class HeldOutput(BaseModel):
+STORED_KEYS = {
+    "evaluation_run_id": "id", "rubric_version_id": "rubric", "judges": "j", "revisions": "revs",
+    "first_seen_at": "seen", "finalized_at": "final_at", "waiting_for": "waiting",  # RunState
+    "submission_id": "sub", "expected_judge_models": "expect", "judge_timeout_seconds": "timeout",
+    "started_at": "start",  # RunInfo
+    "trigger": "by",  # Revision
+    "judge_run_id": "id", "judge_model": "model", "raw_b64": "raw",  # HeldOutput
+}  # fmt: skip
+"""Field -> key in stored state, where the two differ (`JudgeSummary` has its own)."""
+OLD_FORMAT_KEY = "evaluation_run_id"
+"""Only a state stored before the compact format has this key."""
+
+
+class Stored(BaseModel):
+    """Stored under `STORED_KEYS`; the field names are read too."""
+
+    model_config = ConfigDict(alias_generator=lambda name: STORED_KEYS.get(name, name), validate_by_name=True,
+                              validate_by_alias=True, serialize_by_alias=True)  # fmt: skip
+
+
+class HeldOutput(Stored):
     """A judge output waiting for its run or rubric: the bytes received, where from, and its identity."""
 
     judge_run_id: str
@@ -60,40 +88,74 @@ class HeldOutput(BaseModel):
         return base64.b64decode(self.raw_b64)
 
 
-class Revision(BaseModel):
-    """Revision `index + 1` of a run: reconciled over the first `judges` accepted judges."""
+class Revision(Stored):
+    """Revision `index + 1` of a run: reconciled over the first `judges` accepted judges. The last revision of a
+    final run is the final one (nothing is revised after it)."""
+
+    model_config = ConfigDict(alias_generator=lambda name: {"judges": "n"}.get(name, STORED_KEYS.get(name, name)))
 
     judges: int
-    final: bool
-    at: str
-    trigger: str
+    at: int
+    """Microseconds after the run's `first_seen_at` (a few digits instead of sixteen)."""
+    trigger: str | None = None
+    """The input that caused it (a judge_run_id, "run" or "resume"); None: the judge it added, `judges[judges-1]`."""
 
 
-class RunState(BaseModel):
+class RunInfo(Stored):
+    """What the state keeps of the run's `EvaluationRunStarted` (its ids are the state's own)."""
+
+    submission_id: str
+    expected_judge_models: list[str]
+    judge_timeout_seconds: float
+    started_at: str
+    """As received: a timeout stub carries it as its `judge_started_at`."""
+
+
+class RunState(Stored):
     evaluation_run_id: str
     partition: int
-    run: EvaluationRunStarted | None = None
+    rubric_version_id: str | None = None
+    """The run's rubric, once the run is known."""
+    run: RunInfo | None = None
     held: list[HeldOutput] = Field(default_factory=list)
     judges: list[JudgeSummary] = Field(default_factory=list)
     revisions: list[Revision] = Field(default_factory=list)
-    final: bool = False
-    first_seen_at: str
-    run_seen_at: str | None = None
-    finalized_at: str | None = None
-    alerted: dict[str, str] = Field(default_factory=dict)
-    """Stale-work alerts raised for this run: kind -> when (a redelivered alert signal re-sends the same one)."""
-    # Flat copies for the timer, which reads them without parsing the whole state.
-    deadline: str | None = None
+    first_seen_at: int
+    """Microseconds since the epoch, as `finalized_at` and `deadline` (the timer compares them)."""
+    finalized_at: int | None = None
+    """Set by the final revision: the run is final."""
+    alerted: dict[str, int] = Field(default_factory=dict)
+    """Stale-work alerts raised for this run: kind -> when, in microseconds after `first_seen_at` (a redelivered
+    alert signal re-sends the same alert)."""
+    deadline: int | None = None
+    """When judges time out: the judge timeout from the later of the run's start and when it was learned."""
     waiting_for: str | None = None
-    rubric_version_id: str | None = None
 
     @classmethod
     def new(cls, run_id: str, partition: int, now: datetime) -> RunState:
-        return cls(evaluation_run_id=run_id, partition=partition, first_seen_at=iso(now))
+        return cls(evaluation_run_id=run_id, partition=partition, first_seen_at=micros(now))
+
+    def doc(self) -> State:
+        """The stored form."""
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+    @property
+    def final(self) -> bool:
+        return self.finalized_at is not None
 
     @property
     def revision(self) -> int:
         return len(self.revisions)
+
+    def is_final(self, index: int) -> bool:
+        return self.final and index == len(self.revisions) - 1
+
+    def time(self, after_first_seen: int) -> str:
+        """The ISO form of a time kept as microseconds after `first_seen_at`."""
+        return iso(from_micros(self.first_seen_at + after_first_seen))
+
+    def trigger_of(self, rev: Revision) -> str:
+        return rev.trigger if rev.trigger is not None else self.judges[rev.judges - 1].judge_run_id
 
     def models_in(self) -> set[str]:
         return {j.judge_model for j in self.judges} | {h.judge_model for h in self.held}
@@ -110,20 +172,39 @@ def _copy(state: RunState) -> RunState:
                                     "revisions": list(state.revisions)})  # fmt: skip
 
 
+def load(stored: State) -> RunState:
+    """A stored state, in the compact format or the one before it."""
+    return RunState.model_validate(_from_old_format(stored) if OLD_FORMAT_KEY in stored else stored)
+
+
+def upgrade(stored: State) -> State:
+    """The stored dict in the compact format (the timer reads its keys); unchanged if it already is."""
+    return load(stored).doc() if OLD_FORMAT_KEY in stored else stored
+
+
+def _from_old_format(doc: State) -> State:
+    """A state stored before the compact format: its keys are the field names (read as they are), its times ISO
+    strings, and every revision names its trigger. The run's copy of its ids, `final` and `run_seen_at` (the
+    deadline is stored) are left out as unknown keys."""
+
+    def us(value: str | None) -> int | None:
+        return micros(parse_timestamp(value)) if value is not None else None
+
+    seen = micros(parse_timestamp(doc["first_seen_at"]))
+    judges = doc.get("judges") or []
+    revisions = [{"judges": rev["judges"], "at": micros(parse_timestamp(rev["at"])) - seen,
+                  "trigger": None if rev["trigger"] == judges[rev["judges"] - 1]["judge_run_id"] else rev["trigger"]}
+                 for rev in doc.get("revisions") or []]  # fmt: skip
+    alerted = {kind: micros(parse_timestamp(at)) - seen for kind, at in (doc.get("alerted") or {}).items()}
+    return {**doc, "first_seen_at": seen, "finalized_at": us(doc.get("finalized_at")),
+            "deadline": us(doc.get("deadline")), "revisions": revisions, "alerted": alerted}  # fmt: skip
+
+
 def _refresh(state: RunState, rubrics: RubricLookup) -> None:
-    if state.run is None:
+    if state.rubric_version_id is None:
         state.waiting_for = "run"
-        state.rubric_version_id = None
         return
-    state.rubric_version_id = state.run.rubric_version_id
-    state.waiting_for = None if rubrics(state.run.rubric_version_id) else "rubric"
-    # Judges get the timeout from the later of the run's start and the moment
-    # judgeflow learned of the run, so catching up on a backlog (or replaying
-    # old runs) does not time out judges whose outputs are still queued.
-    started = parse_timestamp(state.run.started_at)
-    if state.run_seen_at is not None:
-        started = max(started, parse_timestamp(state.run_seen_at))
-    state.deadline = iso(started + timedelta(seconds=state.run.judge_timeout_seconds))
+    state.waiting_for = None if rubrics(state.rubric_version_id) else "rubric"
 
 
 def on_output(
@@ -154,8 +235,14 @@ def on_run(
     if state.run is not None:
         return state, resend(state, "run", rubrics)
     state = _copy(state)
-    state.run = run
-    state.run_seen_at = iso(now)
+    state.run = RunInfo(submission_id=run.submission_id, expected_judge_models=run.expected_judge_models,
+                        judge_timeout_seconds=run.judge_timeout_seconds, started_at=run.started_at)  # fmt: skip
+    state.rubric_version_id = run.rubric_version_id
+    # Judges get the timeout from the later of the run's start and the moment
+    # judgeflow learned of the run, so catching up on a backlog (or replaying
+    # old runs) does not time out judges whose outputs are still queued.
+    started = max(parse_timestamp(run.started_at), now)
+    state.deadline = micros(started + timedelta(seconds=run.judge_timeout_seconds))
     return state, _advance(state, rubrics, now, "run")
 
 
@@ -169,20 +256,20 @@ def on_resume(state: RunState, rubrics: RubricLookup, now: datetime) -> tuple[Ru
 
 def resend(state: RunState, trigger: str, rubrics: RubricLookup) -> list[Outgoing]:
     """The records `trigger` caused when it was first processed, regenerated from the state."""
-    if state.run is None:
+    if state.run is None or state.rubric_version_id is None:
         return []
-    rubric = rubrics(state.run.rubric_version_id)
+    rubric = rubrics(state.rubric_version_id)
     if rubric is None:
         return []
-    return [r for i, rev in enumerate(state.revisions) if rev.trigger == trigger
+    return [r for i, rev in enumerate(state.revisions) if state.trigger_of(rev) == trigger
             for r in _records(state, rubric, i)]  # fmt: skip
 
 
 def _advance(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str) -> list[Outgoing]:
     _refresh(state, rubrics)
-    if state.run is None or state.waiting_for is not None or state.final:
+    if state.run is None or state.rubric_version_id is None or state.waiting_for is not None or state.final:
         return []
-    rubric = rubrics(state.run.rubric_version_id)
+    rubric = rubrics(state.rubric_version_id)
     assert rubric is not None
     out: list[Outgoing] = []
     held, state.held = state.held, []
@@ -211,64 +298,66 @@ def _reconcile(state: RunState, rubric: RubricVersion, judges: list[JudgeSummary
 
 
 def _revise(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str, *, final: bool) -> list[Outgoing]:
-    assert state.run is not None
-    rubric = rubrics(state.run.rubric_version_id)
+    assert state.rubric_version_id is not None
+    rubric = rubrics(state.rubric_version_id)
     assert rubric is not None
     if not final and _reconcile(state, rubric, state.judges) is None:
         return []  # nothing to show yet
-    state.revisions.append(Revision(judges=len(state.judges), final=final, at=iso(now), trigger=trigger))
+    added = state.judges[-1].judge_run_id  # a final revision has every expected judge: never none
+    state.revisions.append(Revision(judges=len(state.judges), at=micros(now) - state.first_seen_at,
+                                    trigger=None if trigger == added else trigger))  # fmt: skip
     if final:
-        state.final = True
-        state.finalized_at = iso(now)
+        state.finalized_at = micros(now)
     return _records(state, rubric, len(state.revisions) - 1)
 
 
 def _records(state: RunState, rubric: RubricVersion, index: int) -> list[Outgoing]:
     """Revision `index + 1` (and, when final, the run's routing decision), a pure function of the state."""
-    run = state.run
-    assert run is not None
-    rev = state.revisions[index]
+    run, run_id, rev, final = state.run, state.evaluation_run_id, state.revisions[index], state.is_final(index)
+    assert run is not None and state.rubric_version_id is not None
+    at = state.time(rev.at)
     judges = state.judges[: rev.judges]
     result = _reconcile(state, rubric, judges)
     ids = [j.judge_run_id for j in judges]
-    status = "final" if rev.final else "provisional"
+    status = "final" if final else "provisional"
     number = index + 1
     records = []
     if result is not None:
         timed_out = any((j.failure_reason or "").startswith(TIMEOUT_MARK) for j in judges)
         revision = ReconciliationRevision(
-            event_id=event_id("reconciled", run.evaluation_run_id, status, number, *sorted(ids)),
-            evaluation_run_id=run.evaluation_run_id,
+            event_id=event_id("reconciled", run_id, status, number, *sorted(ids)),
+            evaluation_run_id=run_id,
             submission_id=run.submission_id,
-            rubric_version_id=run.rubric_version_id,
+            rubric_version_id=state.rubric_version_id,
             revision=number,
             status=status,  # type: ignore[arg-type]
-            final_reason=("timeout" if timed_out else "all_judges_in") if rev.final else None,
+            final_reason=("timeout" if timed_out else "all_judges_in") if final else None,
             judge_run_ids=ids,
             expected_judge_models=run.expected_judge_models,
             result=result,
-            emitted_at=rev.at,
+            emitted_at=at,
         )
-        records.append(Outgoing("reconciled", run.evaluation_run_id.encode(), revision.model_dump_json().encode()))
-    if rev.final:
+        records.append(Outgoing("reconciled", run_id.encode(), revision.model_dump_json().encode()))
+    if final:
         decision = route_evaluation(result, judges)
         routed = RoutingDecision(
-            event_id=event_id("route-evaluation", run.evaluation_run_id),
+            event_id=event_id("route-evaluation", run_id),
             subject="evaluation",
-            evaluation_run_id=run.evaluation_run_id,
+            evaluation_run_id=run_id,
             route=decision.route,
             reason=decision.reason,
             judge_ids=[j.judge_model for j in judges],
             input_ids=ids,
-            decided_at=rev.at,
+            decided_at=at,
         )
-        records.append(Outgoing(decision.route, run.evaluation_run_id.encode(), routed.model_dump_json().encode()))
+        records.append(Outgoing(decision.route, run_id.encode(), routed.model_dump_json().encode()))
     return records
 
 
 def missing_judges_after_deadline(state: State, now: datetime) -> bool:
-    """Cheap pre-check on the stored dict, for the timer's sweep."""
-    return not state.get("final") and state.get("deadline") is not None and parse_timestamp(state["deadline"]) <= now
+    """Cheap pre-check on the stored dict (compact format), for the timer's sweep."""
+    deadline = state.get("deadline")
+    return "final_at" not in state and isinstance(deadline, int) and deadline <= micros(now)
 
 
 def timeout_stubs(state: RunState, now: datetime) -> list[JudgeOutput]:
@@ -276,14 +365,14 @@ def timeout_stubs(state: RunState, now: datetime) -> list[JudgeOutput]:
 
     Deterministic judge_run_id per (run, judge), so a stub emitted twice is one output."""
     run = state.run
-    if run is None or state.final or state.deadline is None or parse_timestamp(state.deadline) > now:
+    if run is None or state.final or state.deadline is None or state.deadline > micros(now):
         return []
     present = state.models_in()
     reason = f"{TIMEOUT_MARK} no output within the {run.judge_timeout_seconds:g}s judge timeout"
-    return [_stub(run, judge, reason) for judge in run.expected_judge_models if judge not in present]
+    return [_stub(state, run, judge, reason) for judge in run.expected_judge_models if judge not in present]
 
 
-def _stub(run: EvaluationRunStarted, judge: str, reason: str) -> JudgeOutput:
+def _stub(state: RunState, run: RunInfo, judge: str, reason: str) -> JudgeOutput:
     unavailable = {"tool_call_count": None, "step_count": None, "error_count": None, "error_rate": None,
                    "total_tokens_used": None, "wall_time_seconds": None,
                    "telemetry_unavailable_reason": "judge timed out"}  # fmt: skip
@@ -291,10 +380,10 @@ def _stub(run: EvaluationRunStarted, judge: str, reason: str) -> JudgeOutput:
         {
             "schema_version": "2.1",
             "judge_model": judge,
-            "judge_run_id": event_id("timeout-stub", run.evaluation_run_id, judge),
-            "evaluation_run_id": run.evaluation_run_id,
+            "judge_run_id": event_id("timeout-stub", state.evaluation_run_id, judge),
+            "evaluation_run_id": state.evaluation_run_id,
             "submission_id": run.submission_id,
-            "rubric_version_id": run.rubric_version_id,
+            "rubric_version_id": state.rubric_version_id,
             "overall_score": 0,
             "lane_scores": [],
             "positive_signal": None,
@@ -315,29 +404,34 @@ def _stub(run: EvaluationRunStarted, judge: str, reason: str) -> JudgeOutput:
 
 
 def expired(state: State, now: datetime, retention: timedelta) -> bool:
-    finalized = state.get("finalized_at")
-    return bool(state.get("final")) and isinstance(finalized, str) and parse_timestamp(finalized) + retention <= now
+    """Whether a final run's retention ran out (on the stored dict, compact format)."""
+    finalized = state.get("final_at")
+    return isinstance(finalized, int) and finalized <= micros(now - retention)
 
 
 def alerts_due(doc: State, now: datetime, grace: timedelta) -> list[str]:
     """Stale-work alerts a run needs and has not had: past its deadline + grace and still not final
-    (`run_overdue`), or holding outputs for its run or rubric longer than the grace (`held_too_long`)."""
-    if doc.get("final"):
+    (`run_overdue`), or holding outputs for its run or rubric longer than the grace (`held_too_long`).
+    Reads the stored dict (compact format)."""
+    if "final_at" in doc:
         return []
     kinds = []
+    since = micros(now - grace)
     deadline = doc.get("deadline")
-    if isinstance(deadline, str) and parse_timestamp(deadline) + grace <= now:
+    if isinstance(deadline, int) and deadline <= since:
         kinds.append("run_overdue")
-    if doc.get("held") and parse_timestamp(doc["first_seen_at"]) + grace <= now:
+    if doc.get("held") and doc["seen"] <= since:
         kinds.append("held_too_long")
     return [k for k in kinds if k not in (doc.get("alerted") or {})]
 
 
-def _alert(state: RunState, kind: str, raised_at: str) -> Outgoing:
+def _alert(state: RunState, kind: str) -> Outgoing:
     waiting = state.waiting_for or ("judges" if state.run is not None else None)
+    first_seen = iso(from_micros(state.first_seen_at))
+    deadline = iso(from_micros(state.deadline)) if state.deadline is not None else None
     reasons = {
-        "run_overdue": f"not final {state.deadline} + grace: waiting for {waiting}",
-        "held_too_long": f"{len(state.held)} output(s) held since {state.first_seen_at} waiting for the {waiting}",
+        "run_overdue": f"not final {deadline} + grace: waiting for {waiting}",
+        "held_too_long": f"{len(state.held)} output(s) held since {first_seen} waiting for the {waiting}",
     }
     alert = StaleWorkAlert(
         event_id=event_id("stale-alert", kind, state.evaluation_run_id),
@@ -347,10 +441,10 @@ def _alert(state: RunState, kind: str, raised_at: str) -> Outgoing:
         waiting_for=waiting,  # type: ignore[arg-type]
         rubric_version_id=state.rubric_version_id,
         held_events=len(state.held),
-        first_seen_at=state.first_seen_at,
-        deadline=state.deadline,
+        first_seen_at=first_seen,
+        deadline=deadline,
         reason=reasons[kind],
-        raised_at=raised_at,
+        raised_at=state.time(state.alerted[kind]),
     )
     return Outgoing("alerts", state.evaluation_run_id.encode(), alert.model_dump_json().encode())
 
@@ -404,14 +498,14 @@ class RunStage:
                 return Step.emit([])
             signal = json.loads(raw or b"{}")
             if signal.get("kind") == "expire":
-                return Step.store(None, []) if expired(stored, now, self.retention) else Step.emit([])
+                return Step.store(None, []) if expired(upgrade(stored), now, self.retention) else Step.emit([])
             if signal.get("kind") == "alert":
-                return self._alert(RunState.model_validate(stored), str(signal.get("alert")), now)
-            state, out = on_resume(RunState.model_validate(stored), self.rubrics, now)
+                return self._alert(load(stored), str(signal.get("alert")), now)
+            state, out = on_resume(load(stored), self.rubrics, now)
             return self._keep(state, out, now)
-        known_state = RunState.model_validate(stored) if stored else None
-        started = known_state.run if known_state is not None and not known_state.final else None
-        rubric = self.rubrics(started.rubric_version_id) if started is not None else None
+        known_state = load(stored) if stored else None
+        started = known_state is not None and known_state.run is not None and not known_state.final
+        rubric = self.rubrics(known_state.rubric_version_id or "") if known_state is not None and started else None
         origin = record.origin()
         admitted = admit_judge_output(raw, origin, rubric=rubric, max_bytes=self.max_payload_bytes)
         output = admitted.event
@@ -433,17 +527,17 @@ class RunStage:
 
     def _alert(self, state: RunState, kind: str, now: datetime) -> Step:
         if kind in state.alerted:
-            return Step.emit([_alert(state, kind, state.alerted[kind])])  # a redelivered signal
-        if kind not in alerts_due(state.model_dump(mode="json"), now, self.stale_after):
+            return Step.emit([_alert(state, kind)])  # a redelivered signal
+        if kind not in alerts_due(state.doc(), now, self.stale_after):
             return Step.emit([])  # the run moved on meanwhile
-        state = state.model_copy(update={"alerted": {**state.alerted, kind: iso(now)}})
-        return self._keep(state, [_alert(state, kind, state.alerted[kind])], now)
+        state = state.model_copy(update={"alerted": {**state.alerted, kind: micros(now) - state.first_seen_at}})
+        return self._keep(state, [_alert(state, kind)], now)
 
     def _load(self, stored: State | None, run_id: str, record: Inbound, now: datetime) -> RunState:
-        return RunState.model_validate(stored) if stored else RunState.new(run_id, record.src.partition, now)
+        return load(stored) if stored else RunState.new(run_id, record.src.partition, now)
 
     def _keep(self, state: RunState, out: list[Outgoing], now: datetime) -> Step:
-        doc = state.model_dump(mode="json", exclude_defaults=True)
+        doc = state.doc()
         if self.retention <= timedelta(0) and expired(doc, now, self.retention):
             return Step.store(None, out)
         return Step.store(doc, out)
@@ -453,17 +547,18 @@ class RunStage:
         the timeout (failed stubs, deterministic ids), stale work (alert), or retention ran out (expire)."""
         now = self.clock()
         out: list[Outgoing] = []
-        for key, doc in states:
+        for key, stored in states:
+            doc = upgrade(stored)
             if expired(doc, now, self.retention):
                 out.append(Outgoing("reconcile_control", key.encode(), EXPIRE))
                 continue
-            if doc.get("final"):
+            if "final_at" in doc:
                 continue
-            if doc.get("waiting_for") == "rubric" and self.rubrics(doc.get("rubric_version_id") or ""):
+            if doc.get("waiting") == "rubric" and self.rubrics(doc.get("rubric") or ""):
                 out.append(Outgoing("reconcile_control", key.encode(), RESUME))
             if missing_judges_after_deadline(doc, now):
                 out += [Outgoing("judge_outputs", key.encode(), stub.model_dump_json().encode())
-                        for stub in timeout_stubs(RunState.model_validate(doc), now)]  # fmt: skip
+                        for stub in timeout_stubs(load(doc), now)]  # fmt: skip
             out += [Outgoing("reconcile_control", key.encode(), json.dumps({"kind": "alert", "alert": kind}).encode())
                     for kind in alerts_due(doc, now, self.stale_after)]  # fmt: skip
         return out

@@ -62,7 +62,7 @@ def drive(steps: list[tuple[str, Any]], rubric_known_from: int = 0) -> tuple[run
         else:
             state, out = runs.on_resume(state, rubrics, NOW)
         sent.extend(out)
-        state = runs.RunState.model_validate(json.loads(json.dumps(state.model_dump(mode="json"))))
+        state = runs.load(json.loads(json.dumps(state.doc())))  # as stored
     return state, sent
 
 
