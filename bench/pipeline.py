@@ -88,6 +88,8 @@ class PipelineResult:
     samples: int
     worker_cpu_s: float = 0.0
     projector_cpu_s: float = 0.0
+    prefix: str = ""
+    """The run's topic prefix: its topics stay, for the projector-alone measurement."""
 
 
 class VisibilityPoller:
@@ -188,7 +190,7 @@ async def run_pipeline(
         events=len(wl.records), seconds=seconds, events_per_s=len(wl.records) / seconds,
         p50_ms=harness.percentile(latencies, 50), p95_ms=harness.percentile(latencies, 95),
         p99_ms=harness.percentile(latencies, 99), rate=rate, worker_rss_mb=rss, samples=len(latencies),
-        worker_cpu_s=cpu[0], projector_cpu_s=cpu[1],
+        worker_cpu_s=cpu[0], projector_cpu_s=cpu[1], prefix=prefix,
     )  # fmt: skip
 
 

@@ -32,7 +32,7 @@ import psycopg
 
 from projections.migrate import DEFAULT_SCHEMA, check_schema_name
 from projections.rows import Record, Rows, project
-from projections.store import OffsetConflict, stored_offsets, write_batch
+from projections.store import OffsetConflict, WriteTimings, stored_offsets, write_batch
 from streams.topics import TopicNames, ensure_topics
 from streams.watchdog import TP, Action, ProgressWatchdog, WatchdogState, format_partitions
 
@@ -89,6 +89,9 @@ class ProjectorStats:
     reconnects: int = 0
     rebuilds: int = 0
     seconds_writing: float = 0.0
+    seconds_projecting: float = 0.0
+    """Decoding records into rows (CPU in the event loop), beside `seconds_writing`."""
+    timings: WriteTimings = field(default_factory=WriteTimings)
     started: float = field(default_factory=time.monotonic)
 
 
@@ -418,6 +421,7 @@ class Projector:
     async def _write(self, consumer: Any, records: list[Record]) -> None:
         from aiokafka import TopicPartition
 
+        t_project = time.perf_counter()
         rows = Rows()
         offsets: dict[tuple[str, int], tuple[int | None, int]] = {}
         for record in records:
@@ -427,10 +431,11 @@ class Projector:
             offsets[tp] = (believed, record.offset + 1)
         self.stats.batches += 1
         t0 = time.perf_counter()
+        self.stats.seconds_projecting += t0 - t_project
         conn = await self._connection()
         try:
             await asyncio.to_thread(write_batch, conn, self.consumer_name, rows, offsets,
-                                    self._before_commit if self._fault_at else None)  # fmt: skip
+                                    self._before_commit if self._fault_at else None, self.stats.timings)  # fmt: skip
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             # The batch did not commit (or its commit was not acknowledged): rewind
             # to what is stored and write it again once Postgres answers.

@@ -1,8 +1,13 @@
 """Kafka records -> read-model rows. Pure: no database, no Kafka client.
 
-Every id is deterministic (uuid5 of the event identity), every timestamp
-comes from the event or its Kafka record, so projecting the same topics
-twice, or rebuilding from scratch, writes the very same rows.
+Every id is deterministic, every timestamp comes from the event or its Kafka
+record, so projecting the same topics twice, or rebuilding from scratch,
+writes the very same rows. A judge output's id is the uuid5 of its
+judge_run_id; its child rows' ids are that id with the last 48 bits (the
+uuid's node field) replaced by the child's kind and position (`child_id`):
+one integer operation instead of a SHA-1 per row. Ids written before this
+scheme (uuid5 of parent id, kind and key) stay valid; `judgeflow rebuild`
+rewrites a schema with the current ids throughout.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 from schemas import (
     ClaimCheck,
@@ -27,7 +34,7 @@ from schemas import (
     parse_human_review,
     parse_rubric,
 )
-from schemas.decoding import decode_object
+from schemas.decoding import MAX_PAYLOAD_BYTES
 from streams.edge import H_SOURCE, H_SOURCE_VERSION, H_WARNINGS, SourceRef, dead_letter
 from streams.topics import INPUT_ROLES, TopicNames
 
@@ -36,6 +43,20 @@ ROW_NS = uuid.UUID("5b8f0c1e-7a2d-5f3e-9c41-2d6e8a0b4f17")
 
 def row_id(*parts: object) -> str:
     return str(uuid.uuid5(ROW_NS, "/".join(str(p) for p in parts)))
+
+
+LANE, DIMENSION, DIMENSION_REF, FLAG, FLAG_REF, ADJUSTMENT, ADJUSTMENT_REF, TELEMETRY, WARNING = range(1, 10)
+_TOP = ~((1 << 48) - 1)
+
+
+def child_id(parent: uuid.UUID, kind: int, a: int = 0, b: int = 0, c: int = 0) -> uuid.UUID:
+    """A child row's id: the judge output's id with its node field set to
+    kind (4 bits), a (12 bits), b and c (16 bits each). The version and
+    variant bits are the parent's, so it is still a valid version-5 uuid;
+    positions past those widths (never seen) fall back to a uuid5."""
+    if a < 4096 and b < 65536 and c < 65536:
+        return uuid.UUID(int=(parent.int & _TOP) | (kind << 44) | (a << 32) | (b << 16) | c)
+    return uuid.uuid5(ROW_NS, f"{parent}/{kind}/{a}/{b}/{c}")
 
 
 @dataclass(frozen=True)
@@ -60,20 +81,39 @@ class Rows:
     tables: dict[str, list[tuple[Any, ...]]] = field(default_factory=lambda: defaultdict(list))
     claims: set[str] = field(default_factory=set)
     runs: set[str] = field(default_factory=set)
+    outputs: set[uuid.UUID] = field(default_factory=set)
+    """Judge outputs in this batch: a second copy (an upstream retry) adds no rows."""
+    owners: dict[str, list[uuid.UUID]] = field(default_factory=lambda: defaultdict(list))
+    """For the tables in `OWNED`: the judge output each row belongs to, row by row.
+    The store writes a child row only when its judge output row is new."""
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         self.tables[table].append(row)
+
+    def add_child(self, table: str, owner: uuid.UUID, row: tuple[Any, ...]) -> None:
+        self.tables[table].append(row)
+        self.owners[table].append(owner)
 
     def count(self) -> int:
         return sum(len(rows) for rows in self.tables.values())
 
 
+OWNED = ("judge_lane_scores", "judge_dimension_scores", "judge_flags", "judge_integrity_adjustments",
+         "judge_evidence_refs", "judge_telemetry", "judge_output_warnings")  # fmt: skip
+
+
 def _json_or_none(value: bytes | None) -> str | None:
-    if value is None or b"\\u0000" in value:  # jsonb cannot hold NUL
+    """The event's own text when it decodes as a JSON object jsonb can hold, else None.
+
+    One orjson pass checks it (NaN, infinities and lone surrogates are refused,
+    as Postgres refuses them); the text itself goes to Postgres, not a re-encoding."""
+    if value is None or len(value) > MAX_PAYLOAD_BYTES or b"\\u0000" in value:  # jsonb cannot hold NUL
         return None
     try:
-        return json.dumps(decode_object(value))
-    except ContractError:
+        if not isinstance(orjson.loads(value), dict):
+            return None
+        return value.decode()
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
         return None
 
 
@@ -166,42 +206,47 @@ def _judge_output(record: Record, rows: Rows, at: datetime) -> None:
     src_topic, src_partition, src_offset = _coordinates(headers.get(H_SOURCE, b"").decode(), record)
     source_version = headers.get(H_SOURCE_VERSION, o.schema_version.encode()).decode()
     _placeholders(rows, at, run=o.evaluation_run_id, submission=o.submission_id, rubric=o.rubric_version_id)
-    oid = row_id("judge_output", o.judge_run_id)
+    oid = uuid.uuid5(ROW_NS, f"judge_output/{o.judge_run_id}")
+    if oid in rows.outputs:
+        return
+    rows.outputs.add(oid)
     rows.add("judge_outputs", (oid, o.evaluation_run_id, o.submission_id, o.rubric_version_id, o.judge_run_id,
                                o.judge_model, o.schema_version, source_version, o.overall_score,
                                o.integrity_adjusted_score, o.positive_signal, o.primary_weakness, o.confidence,
                                o.confidence_reasoning, o.status, o.failure_reason, o.completed_lane_keys,
                                o.judge_started_at, o.judge_completed_at, src_topic, src_partition, src_offset,
                                at))  # fmt: skip
-    for lane in o.lane_scores:
-        lid = row_id(oid, "lane", lane.lane_key)
-        rows.add("judge_lane_scores", (lid, oid, lane.lane_key, lane.lane_score))
-        for dim in lane.dimension_scores:
-            did = row_id(lid, "dimension", dim.dimension_key)
-            rows.add("judge_dimension_scores", (did, lid, dim.dimension_key, dim.score, dim.reasoning,
-                                                dim.band_label))  # fmt: skip
+    add = rows.add_child
+    for li, lane in enumerate(o.lane_scores):
+        lid = child_id(oid, LANE, li)
+        add("judge_lane_scores", oid, (lid, oid, lane.lane_key, lane.lane_score))
+        for di, dim in enumerate(lane.dimension_scores):
+            did = child_id(oid, DIMENSION, li, di)
+            add("judge_dimension_scores", oid, (did, lid, dim.dimension_key, dim.score, dim.reasoning, dim.band_label))
             for i, ref in enumerate(dim.evidence_refs):
-                rows.add("judge_evidence_refs", (row_id(did, "ref", i), oid, "dimension_score", did, did, None,
-                                                 None, i, ref.type, ref.id, ref.location, ref.excerpt, at))  # fmt: skip
+                add("judge_evidence_refs", oid, (child_id(oid, DIMENSION_REF, li, di, i), oid, "dimension_score", did,
+                                                 did, None, None, i, ref.type, ref.id, ref.location, ref.excerpt,
+                                                 at))  # fmt: skip
     for i, flag in enumerate(o.flags):
-        fid = row_id(oid, "flag", i)
-        rows.add("judge_flags", (fid, oid, i, flag.flag_code, flag.severity, flag.description,
-                                 flag.auto_disqualify, at))  # fmt: skip
+        fid = child_id(oid, FLAG, i)
+        add("judge_flags", oid, (fid, oid, i, flag.flag_code, flag.severity, flag.description, flag.auto_disqualify,
+                                 at))  # fmt: skip
         for j, ref in enumerate(flag.evidence_refs or []):
-            rows.add("judge_evidence_refs", (row_id(fid, "ref", j), oid, "flag", fid, None, None, fid, j,
+            add("judge_evidence_refs", oid, (child_id(oid, FLAG_REF, i, j), oid, "flag", fid, None, None, fid, j,
                                              ref.type, ref.id, ref.location, ref.excerpt, at))  # fmt: skip
     for i, adj in enumerate(o.integrity_adjustments):
-        aid = row_id(oid, "adjustment", i)
-        rows.add("judge_integrity_adjustments", (aid, oid, i, adj.flag_code, adj.description, adj.deduction, at))
+        aid = child_id(oid, ADJUSTMENT, i)
+        add("judge_integrity_adjustments", oid, (aid, oid, i, adj.flag_code, adj.description, adj.deduction, at))
         for j, ref in enumerate(adj.evidence_refs):
-            rows.add("judge_evidence_refs", (row_id(aid, "ref", j), oid, "integrity_adjustment", aid, None, aid,
-                                             None, j, ref.type, ref.id, ref.location, ref.excerpt, at))  # fmt: skip
+            add("judge_evidence_refs", oid, (child_id(oid, ADJUSTMENT_REF, i, j), oid, "integrity_adjustment", aid,
+                                             None, aid, None, j, ref.type, ref.id, ref.location, ref.excerpt,
+                                             at))  # fmt: skip
     t = o.telemetry_summary
-    rows.add("judge_telemetry", (row_id(oid, "telemetry"), oid, t.tool_call_count, t.step_count, t.error_count,
+    add("judge_telemetry", oid, (child_id(oid, TELEMETRY), oid, t.tool_call_count, t.step_count, t.error_count,
                                  t.error_rate, t.total_tokens_used, t.wall_time_seconds,
                                  t.telemetry_unavailable_reason))  # fmt: skip
     for i, w in enumerate(json.loads(headers.get(H_WARNINGS, b"[]"))):
-        rows.add("judge_output_warnings", (row_id(oid, "warning", i), oid, w["code"], w["loc"], w["message"]))
+        add("judge_output_warnings", oid, (child_id(oid, WARNING, i), oid, w["code"], w["loc"], w["message"]))
 
 
 def _coordinates(coordinates: str, record: Record) -> tuple[str, int, int]:
