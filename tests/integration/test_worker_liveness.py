@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import time
@@ -124,3 +125,44 @@ def test_held_output_raises_one_stale_alert_and_its_run_still_decides_once(kafka
     decisions = [RoutingDecision.model_validate_json(r.value) for r in got if r.topic != names.alerts]
     assert [d.evaluation_run_id for d in decisions] == [run_id]
     assert len({r.value for r in got if r.topic == names.alerts}) == 1
+
+
+def test_hold_limit_dead_letters_past_it_and_releases_what_it_held(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """JUDGEFLOW_MAX_HELD_EVENTS bounds the outputs held for runs not seen yet, across every run: past it an
+    output is dead-lettered (HOLD_LIMIT_EXCEEDED), and the held ones are validated once their runs arrive."""
+    from schemas import InvalidEvent
+
+    prefix = unique_prefix()
+    names = TopicNames.with_prefix(prefix)
+    create_topics(kafka_bootstrap, names)
+    rubric = workload.rubric()
+    rng = random.Random(9)
+    run_ids = [workload.stable_id("run", prefix, i) for i in range(8)]
+    outputs = [workload.judge_output(rng, r, "gpt-4o", rubric_id=rubric["rubric_version_id"]) for r in run_ids]
+    port = free_port()
+    with Worker(kafka_bootstrap, prefix, tmp_path, JUDGEFLOW_MAX_HELD_EVENTS="5",
+                JUDGEFLOW_METRICS_PORT=str(port)) as worker:  # fmt: skip
+        keyed = [(names.judge_outputs, o["evaluation_run_id"].encode(), json.dumps(o).encode()) for o in outputs]
+        produce(kafka_bootstrap, [(names.rubrics, rubric["rubric_version_id"].encode(), json.dumps(rubric).encode())]
+                + keyed)  # fmt: skip
+        dead = consume_until(kafka_bootstrap, [names.invalid], lambda rs: len(rs) >= 3, timeout=90, worker=worker)
+        assert [InvalidEvent.model_validate_json(d.value).error_codes for d in dead] == [["HOLD_LIMIT_EXCEEDED"]] * 3
+        wait_for(lambda: "judgeflow_held_events 5.0" in metrics_text(port), 60, "held-events gauge at 5", worker)
+        runs = [workload.evaluation_run(r, rubric_id=rubric["rubric_version_id"]) for r in run_ids]
+        produce(kafka_bootstrap, [(names.runs, d["evaluation_run_id"].encode(), json.dumps(d).encode()) for d in runs])
+        valid = consume_until(kafka_bootstrap, [names.judge_outputs_valid], lambda rs: len(rs) >= 5, timeout=90,
+                              worker=worker)  # fmt: skip
+        wait_for(lambda: "judgeflow_held_events 0.0" in metrics_text(port), 60, "held-events gauge back at 0", worker)
+    held_ids = {json.loads(v.value)["judge_run_id"] for v in valid}
+    dead_ids = {json.loads(base64.b64decode(InvalidEvent.model_validate_json(d.value).original_b64))["judge_run_id"]
+                for d in dead}  # fmt: skip
+    assert len(held_ids) == 5 and not held_ids & dead_ids
+    assert held_ids | dead_ids == {o["judge_run_id"] for o in outputs}
+
+
+def metrics_text(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            return str(resp.read().decode())
+    except OSError:
+        return ""
