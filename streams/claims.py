@@ -154,28 +154,29 @@ def _advance(
     if incoming is not None:
         pending.append((*incoming, False))
     waiting_rubric: str | None = None
+    at = iso(now)
     for check, doc, coords, was_held in pending:
         if check.rubric_version_id is not None and rubrics(check.rubric_version_id) is None:
             waiting_rubric = waiting_rubric or check.rubric_version_id
             held.append(doc if doc is not None else check.model_dump_json())
             held_from.append(coords or "")
             held_judges.append(check.judge_id)
-            state.held_since = state.held_since or iso(now)
+            state.held_since = state.held_since or at
             continue
         if was_held and doc is not None:
             released = _release(state, doc, coords or "", rubrics, now)
             out.extend(released.records)
             state.released.append(doc)
             state.released_from.append(coords or "")
-            state.released_at = iso(now)
+            state.released_at = at
             if released.event is None:  # refused with its rubric: dead-lettered and queued for humans
                 continue
         votes.append(Vote(judge_id=check.judge_id, verdict=check.verdict, score=check.score,
                           confidence=check.confidence, rubric_version_id=check.rubric_version_id,
-                          decided_at=iso(now), via=via))  # fmt: skip
+                          decided_at=at, via=via))  # fmt: skip
         record, terminal = _decision(state.claim_id, votes, rubrics)
         out.append(record)
-        state.decided_at = iso(now) if terminal else None
+        state.decided_at = at if terminal else None
     state.votes, state.held, state.held_from, state.held_judges = votes, held, held_from, held_judges
     state.waiting_for = "rubric" if held else None
     state.held_since = state.held_since if held else None
@@ -189,7 +190,9 @@ def _resend(state: ClaimState, rubrics: RubricLookup, pick: Callable[[Vote], boo
 
 
 def _decision(claim_id: str, votes: list[Vote], rubrics: RubricLookup) -> tuple[Outgoing, bool]:
-    """The routing decision made when `votes[-1]` arrived; a pure function of the votes so far."""
+    """The routing decision made when `votes[-1]` arrived; a pure function of the votes so far. Built without
+    re-validating fields that were validated on the way in (`model_construct`); a differential test holds the
+    bytes equal to a validated decision's."""
     latest = votes[-1]
     rubric: RubricVersion | None = rubrics(latest.rubric_version_id) if latest.rubric_version_id else None
     policy = rubric.routing if rubric else RoutingPolicy()
@@ -197,9 +200,9 @@ def _decision(claim_id: str, votes: list[Vote], rubrics: RubricLookup) -> tuple[
     ident = event_id("route-claim", claim_id, *judge_ids)
     if len(votes) == 1:
         decision = route(_Claimed(claim_id, latest.verdict, latest.score, latest.confidence), policy)
-        routed = RoutingDecision(
+        routed = RoutingDecision.model_construct(
             event_id=ident, subject="claim", claim_id=claim_id, route=decision.route, reason=decision.reason,
-            verdict=latest.verdict, score=latest.score, confidence=latest.confidence,  # type: ignore[arg-type]
+            verdict=latest.verdict, score=latest.score, confidence=latest.confidence,
             judge_ids=judge_ids, policy=policy, input_ids=[check_id(claim_id, latest.judge_id)],
             decided_at=latest.decided_at,
         )  # fmt: skip
@@ -208,10 +211,11 @@ def _decision(claim_id: str, votes: list[Vote], rubrics: RubricLookup) -> tuple[
         tie = rubric.tie_rule if rubric else "unclear"
         agg = aggregate_verdicts(votes, mode, tie)
         decision = route_aggregate(agg)
-        routed = RoutingDecision(
+        routed = RoutingDecision.model_construct(
             event_id=ident, subject="claim", claim_id=claim_id, route=decision.route, reason=decision.reason,
             verdict=agg.verdict, score=None, confidence=None, judge_ids=judge_ids, policy=policy,
-            aggregation_mode=mode, tie_rule=tie, agreement=agg.agreement, decided_at=latest.decided_at,
+            aggregation_mode=mode, tie_rule=tie, agreement=None if agg.agreement is None else float(agg.agreement),
+            decided_at=latest.decided_at,
             input_ids=[check_id(claim_id, v.judge_id) for v in votes],
         )  # fmt: skip
     return Outgoing(
