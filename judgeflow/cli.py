@@ -269,7 +269,8 @@ def rebuild(ctx: click.Context, schema: str, keep_old: bool) -> None:
 )
 @click.pass_context
 def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
-    """Print the analyst views: open stale alerts, seed 003's four questions, kappa, checklist queries.
+    """Print the analyst views: open stale alerts, seed 003's four questions, kappa, checklist queries,
+    and the latest evaluation runs (revision, notice, contradictions, route).
 
     \b
     Examples:
@@ -279,6 +280,7 @@ def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from judgeflow.dashboard import EVALUATION_RUN_COLUMNS, evaluation_run_cells, evaluation_runs
     from projections.analytics import EMPTY_SECTIONS
     from projections.analytics import report as build
     from projections.migrate import connect
@@ -295,6 +297,15 @@ def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
             for row in rows:
                 table.add_row(*("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
             console.print(table)
+        runs = evaluation_runs(conn, limit=20)
+        table = Table(title=f"Evaluation runs: {runs['total']} ({runs['with_contradictions']} with contradictions, "
+                      f"{runs['with_notice']} with a judge unavailable); latest {len(runs['latest'])}",
+                      title_justify="left")  # fmt: skip
+        for column in EVALUATION_RUN_COLUMNS:
+            table.add_column(column, no_wrap=column in ("run", "judges in", "score"), overflow="fold")
+        for run in runs["latest"]:
+            table.add_row(*evaluation_run_cells(run))
+        console.print(table)
     if html_file is not None:
         from judgeflow.dashboard import write_report
 

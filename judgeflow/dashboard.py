@@ -6,8 +6,10 @@ aiohttp app (bound to 127.0.0.1 by default) whose page refreshes its charts
 from `/api/summary` every few seconds; `judgeflow report --html` writes the
 same figures into one self-contained file. Open stale alerts (work not moving
 whose run or claim is still not done) sit above the charts, or one line says
-there is no stale work. Text from the database is always HTML-escaped (plotly
-escapes what it renders; tables go through html.escape).
+there is no stale work. Evaluation runs (latest revision, notice,
+contradicting lanes, route) sit beside the claim charts, from the view
+`evaluation_runs_overview`. Text from the database is always HTML-escaped
+(plotly escapes what it renders; tables go through html.escape).
 """
 
 from __future__ import annotations
@@ -23,6 +25,44 @@ import psycopg
 from projections.analytics import EMPTY_SECTIONS, STALE_ALERTS, kappa_by_judge
 
 REFRESH_SECONDS = 5
+RUNS_SHOWN = 50
+NOT_ROUTED = "not routed yet"
+EVALUATION_RUN_COLUMNS = ("run", "status", "judges in", "score", "contradictions", "notice", "route")
+EVALUATION_RUNS_QUERY = """
+SELECT evaluation_run_id::text, status, revision, successful_judge_count, judge_count,
+       final_overall_score::float8, contradiction_lanes, notice, route, route_reason
+FROM evaluation_runs_overview
+ORDER BY coalesce(routed_at, revised_at, started_at) DESC NULLS LAST, evaluation_run_id
+LIMIT %s"""
+
+
+def evaluation_runs(conn: psycopg.Connection, limit: int = RUNS_SHOWN) -> dict[str, Any]:
+    """Counts of every evaluation run by route and the latest `limit` runs, most recent first.
+
+    A run with no routing decision yet (provisional, or no revision at all) counts as "not routed yet"."""
+    total, contradicting, noticed = conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE has_contradictions), count(*) FILTER (WHERE notice IS NOT NULL) "
+        "FROM evaluation_runs_overview"
+    ).fetchone() or (0, 0, 0)
+    by_route: dict[str, int] = dict(conn.execute(
+        "SELECT coalesce(route, %s), count(*) FROM evaluation_runs_overview GROUP BY 1 ORDER BY 1", (NOT_ROUTED,)
+    ).fetchall())  # fmt: skip
+    rows = [
+        {"evaluation_run_id": i, "status": st, "revision": rev, "judges_in": None if n is None else f"{ok}/{n}",
+         "score": score, "contradictions": list(lanes), "notice": notice, "route": route, "route_reason": why}
+        for i, st, rev, ok, n, score, lanes, notice, route, why in conn.execute(EVALUATION_RUNS_QUERY, (limit,))
+    ]  # fmt: skip
+    return {"total": int(total), "with_contradictions": int(contradicting), "with_notice": int(noticed),
+            "by_route": {k: int(v) for k, v in by_route.items()}, "latest": rows}  # fmt: skip
+
+
+def evaluation_run_cells(run: dict[str, Any]) -> tuple[str, ...]:
+    """One run as the table's plain-text cells (the HTML page escapes them; the CLI prints them)."""
+    status = run["status"] if run["revision"] is None else f"{run['status']} (rev {run['revision']})"
+    route = "—" if run["route"] is None else f"{run['route']} ({run['route_reason']})"
+    return (run["evaluation_run_id"], status, run["judges_in"] or "—",
+            "—" if run["score"] is None else f"{run['score']:g}",
+            ", ".join(run["contradictions"]) or "none", run["notice"] or "—", route)  # fmt: skip
 
 
 def summary(conn: psycopg.Connection) -> dict[str, Any]:
@@ -46,6 +86,7 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
         "ORDER BY first_seen_at, subject, subject_id, kind LIMIT 50"
     )
     return {
+        "evaluations": evaluation_runs(conn),
         "queues": queues,
         "throughput": throughput,
         "dead_letters": [[c, n] for c, n in dead],
@@ -71,7 +112,10 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
 
 def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
     layout = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "height": 300}
+    runs = data["evaluations"]["by_route"]
     figs = {
+        "evaluations": go.Figure(go.Bar(x=list(runs), y=list(runs.values())),
+                                 layout={**layout, "title": "Evaluation runs by route"}),
         "queues": go.Figure(go.Bar(x=list(data["queues"]), y=list(data["queues"].values())),
                             layout={**layout, "title": "Claims by route (final)"}),
         "throughput": go.Figure(go.Scatter(x=[t for t, _ in data["throughput"]],
@@ -110,6 +154,21 @@ def _table(data: dict[str, Any]) -> str:
     return f'<table id="judges"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
+def _runs_table(data: dict[str, Any]) -> str:
+    """The latest evaluation runs: status and revision, judges in, score, contradicting lanes, notice, route."""
+    runs = data["evaluations"]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in EVALUATION_RUN_COLUMNS)
+    rows = "".join(
+        f"<tr data-route='{html.escape(r['route'] or NOT_ROUTED)}'>"
+        + "".join(f"<td>{html.escape(c)}</td>" for c in evaluation_run_cells(r)) + "</tr>"
+        for r in runs["latest"]
+    )  # fmt: skip
+    caption = (f"Evaluation runs: {runs['total']} ({runs['with_contradictions']} with contradictions, "
+               f"{runs['with_notice']} with a judge unavailable); latest {len(runs['latest'])}")  # fmt: skip
+    return (f'<table id="evaluation-runs"><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead>'
+            f"<tbody>{rows}</tbody></table>")  # fmt: skip
+
+
 def _age(seconds: float) -> str:
     """A short human age: 45s, 12m 05s, 3h 02m, 2d 04h."""
     s = max(0, int(seconds))
@@ -141,7 +200,9 @@ def _alerts(data: dict[str, Any]) -> str:
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:1rem}
 .chart{border:1px solid #ddd;border-radius:6px;padding:.25rem}
-table{border-collapse:collapse;margin-top:1rem}td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}
+table{border-collapse:collapse;margin-top:1rem}caption{text-align:left;font-weight:600;padding:.3rem 0}
+#evaluation-runs td,#evaluation-runs th{text-align:left}#evaluation-runs td:first-child{white-space:nowrap}
+td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}
 .alerts{border:1px solid #d9822b;background:#fff7ef;border-radius:6px;padding:.25rem .75rem;margin-bottom:1rem}
 .alerts h2{font-size:1.1rem;margin:.4rem 0}.alerts td{text-align:left}.ok{color:#2b7a3d}"""
 
@@ -156,13 +217,14 @@ def report_html(data: dict[str, Any]) -> str:
     runs = html.escape(", ".join(f"{k}: {v}" for k, v in sorted(data["runs"].items())) or "none")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow report</title>"
             f"<style>{STYLE}</style></head><body><h1>judgeflow report</h1><p>Evaluation runs: {runs}</p>"
-            f"{_alerts(data)}<div class='grid'>{''.join(parts)}</div>{_table(data)}</body></html>")  # fmt: skip
+            f"{_alerts(data)}<div class='grid'>{''.join(parts)}</div>{_runs_table(data)}{_table(data)}"
+            "</body></html>")  # fmt: skip
 
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dashboard</title>
 <style>{style}</style><script src="/static/plotly.min.js"></script></head><body>
 <h1>judgeflow dashboard</h1><p id="status">loading…</p><div id="alerts"></div>
-<div class="grid">{divs}</div><div id="table"></div>
+<div class="grid">{divs}</div><div id="runs"></div><div id="table"></div>
 <script>
 async function refresh() {{
   const r = await fetch('/api/summary');
@@ -171,6 +233,7 @@ async function refresh() {{
     Plotly.react('chart-' + name, fig.data, fig.layout, {{displayModeBar: false}});
   }}
   document.getElementById('table').innerHTML = d.table;
+  document.getElementById('runs').innerHTML = d.runs;
   document.getElementById('alerts').innerHTML = d.alerts;
   document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
     ' (every {refresh}s, read-only)';
@@ -187,7 +250,7 @@ def make_app(database_url: str, schema: str) -> Any:
 
     plotly_js = get_plotlyjs()
     names = list(figures({"queues": {}, "throughput": [], "dead_letters": [], "judges": [], "scores": [],
-                          "runs": {}}))  # fmt: skip
+                          "runs": {}, "evaluations": {"by_route": {}}}))  # fmt: skip
     page = PAGE.format(style=STYLE, refresh=REFRESH_SECONDS,
                        divs="".join(f'<div class="chart" id="chart-{n}"></div>' for n in names))  # fmt: skip
 
@@ -195,7 +258,7 @@ def make_app(database_url: str, schema: str) -> Any:
         with psycopg.connect(database_url, options=f"-c search_path={schema}") as conn:
             data = summary(conn)
         return {"figures": {k: json.loads(f.to_json()) for k, f in figures(data).items()},
-                "table": _table(data), "alerts": _alerts(data), "data": data}  # fmt: skip
+                "table": _table(data), "runs": _runs_table(data), "alerts": _alerts(data), "data": data}  # fmt: skip
 
     async def index(_: web.Request) -> web.Response:
         return web.Response(text=page, content_type="text/html")

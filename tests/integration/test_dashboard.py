@@ -52,6 +52,10 @@ def test_report_html_is_self_contained_and_escaped(database_url: str, demo_schem
     page = out.read_text()
     assert "Plotly.newPlot" in page and "Judge drift and agreement with humans" in page
     assert "<script>alert(1)</script>" not in page
+    # The demo's 8 runs: run 5 has a contradicting judge (routed to humans), run 3 a judge that never answers.
+    assert "Evaluation runs: 8 (1 with contradictions, 1 with a judge unavailable)" in " ".join(done.stdout.split())
+    assert page.count("<tr data-route=") == 8 and "<tr data-route='human_review'>" in page
+    assert "1 judge unavailable" in page and "(spread " in page and "human_review (contradictions)" in page
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
@@ -85,10 +89,11 @@ def test_dashboard_loads_with_non_empty_charts_in_headless_chromium(database_url
             bars = page.locator("#chart-queues .bars .point path").count()
             traces = page.locator(".js-plotly-plot .trace").count()
             judges = page.locator("#judges tbody tr").count()
+            runs = page.locator("#evaluation-runs tbody tr").count()
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
         ARTIFACT_PATHS["dashboard screenshot"] = str(shot)
-        assert bars >= 2 and traces >= 5 and judges >= 2
+        assert bars >= 2 and traces >= 6 and judges >= 2 and runs == 8
         # Read-only: nothing but GET is routed.
         import urllib.error
         import urllib.request
