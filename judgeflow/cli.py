@@ -280,13 +280,24 @@ def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from judgeflow.dashboard import EVALUATION_RUN_COLUMNS, evaluation_run_cells, evaluation_runs
+    from judgeflow.dashboard import (
+        EVALUATION_RUN_COLUMNS,
+        ReadModelsMissing,
+        evaluation_run_cells,
+        evaluation_runs,
+        require_read_models,
+    )
     from projections.analytics import EMPTY_SECTIONS
     from projections.analytics import report as build
     from projections.migrate import connect
 
+    url = _database_url(_settings(ctx))
+    try:
+        require_read_models(url, schema, "report")
+    except (ReadModelsMissing, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
     console = Console()
-    with connect(_database_url(_settings(ctx)), schema) as conn:
+    with connect(url, schema) as conn:
         for title, (columns, rows) in build(conn).items():
             if not rows and title in EMPTY_SECTIONS:
                 console.print(f"{title}: {EMPTY_SECTIONS[title]}")
@@ -309,7 +320,7 @@ def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
     if html_file is not None:
         from judgeflow.dashboard import write_report
 
-        click.echo(f"wrote {write_report(_database_url(_settings(ctx)), schema, html_file)}")
+        click.echo(f"wrote {write_report(url, schema, html_file)}")
 
 
 @main.command()
@@ -330,8 +341,12 @@ def dashboard(ctx: click.Context, schema: str, host: str | None, port: int) -> N
 
     settings = _settings(ctx)
     bind = host or settings.web_host
+    try:
+        app = make_app(_database_url(settings), schema)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"dashboard on http://{bind}:{port}/ (schema {schema})")
-    web.run_app(make_app(_database_url(settings), schema), host=bind, port=port, print=None)
+    web.run_app(app, host=bind, port=port, print=None)
 
 
 ROLE_BY_TOPIC = {"judge.outputs": "judge_outputs", "judge.checks": "checks", "evaluation.runs": "runs",

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import html
 import json
+import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,9 @@ import plotly.graph_objects as go
 import psycopg
 
 from projections.analytics import EMPTY_SECTIONS, STALE_ALERTS, kappa_by_judge
+from projections.migrate import DEFAULT_SCHEMA, check_schema_name
+
+log = logging.getLogger("judgeflow.dashboard")
 
 REFRESH_SECONDS = 5
 RUNS_SHOWN = 50
@@ -63,6 +68,84 @@ def evaluation_run_cells(run: dict[str, Any]) -> tuple[str, ...]:
     return (run["evaluation_run_id"], status, run["judges_in"] or "—",
             "—" if run["score"] is None else f"{run['score']:g}",
             ", ".join(run["contradictions"]) or "none", run["notice"] or "—", route)  # fmt: skip
+
+
+READ_MODELS = ("raw_events", "checks", "claim_checks", "dead_letters_by_code", "judge_drift", "overturn_rate_by_judge",
+               "judge_human_pairs", "score_distribution", "evaluation_run_status", "open_stale_alerts",
+               "evaluation_runs_overview")  # fmt: skip
+"""The tables and views the dashboard and the report read."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why there is nothing to show, and the commands that fix it (shown on the page, the API and the CLI)."""
+
+    problem: str
+    fixes: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"problem": self.problem, "fixes": list(self.fixes)}
+
+    def as_text(self) -> str:
+        return "\n".join([self.problem, *(f"  {'fix:' if i == 0 else 'or: '} {f}" for i, f in enumerate(self.fixes))])
+
+
+def _with_schema(command: str, schema: str) -> str:
+    return f"judgeflow {command}" + ("" if schema == DEFAULT_SCHEMA else f" --schema {schema}")
+
+
+def schema_problem(schema: str, where: str, missing: list[str], schema_exists: bool, others: list[str],
+                   command: str = "dashboard") -> Problem | None:  # fmt: skip
+    """What is wrong with `schema` given what it lacks, and what fixes it: migrating it, or
+    pointing `command` at a schema of this database that holds judgeflow's read models."""
+    if not missing:
+        return None
+    migrate = _with_schema("migrate", schema)
+    elsewhere = tuple(f"{_with_schema(command, o)}   # read models found in schema {o}" for o in others)
+    if not schema_exists:
+        what = f'schema "{schema}" does not exist in {where}: judgeflow\'s read models were never created there'
+        return Problem(what, (f"{migrate}   # then `judgeflow projector` fills it from Kafka", *elsewhere))
+    if len(missing) == len(READ_MODELS):
+        what = f'schema "{schema}" in {where} holds none of judgeflow\'s read models (missing: {", ".join(missing)})'
+        return Problem(what, (f"{migrate}   # then `judgeflow projector` fills it from Kafka", *elsewhere))
+    what = (f'schema "{schema}" in {where} lacks {", ".join(missing)}: '
+            "its migrations are older than this judgeflow")  # fmt: skip
+    return Problem(what, (migrate,))
+
+
+def unreachable(where: str, error: Exception) -> Problem:
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return Problem(f"cannot reach Postgres at {where}: {first}",
+                   ("set DATABASE_URL to a running Postgres (postgresql://user@host:port/db)",
+                    'eval "$(judgeflow services up | grep ^export)"   # or start one on this machine'))  # fmt: skip
+
+
+def describe_database(database_url: str) -> str:
+    """host:port/db of a connection string, never its password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(database_url)
+    except psycopg.ProgrammingError:
+        return "DATABASE_URL (unparsable)"
+    return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+
+def find_problem(conn: psycopg.Connection, schema: str, where: str, command: str = "dashboard") -> Problem | None:
+    """Check that `schema` holds every read model the dashboard and report read; name other
+    schemas holding them (the default first, then the most recently created: the latest demo)."""
+    missing = [r for (r,) in conn.execute(
+        "SELECT r FROM unnest(%s::text[]) WITH ORDINALITY AS t(r, i) "
+        "WHERE to_regclass(format('%%I.%%I', %s::text, r)) IS NULL ORDER BY i",
+        (list(READ_MODELS), schema))]  # fmt: skip
+    if not missing:
+        return None
+    exists = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %s)", (schema,)).fetchone()
+    others = [n for (n,) in conn.execute(
+        "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relname = 'raw_events' AND c.relkind = 'r' AND n.nspname <> %s "
+        "ORDER BY n.nspname = %s DESC, c.oid DESC LIMIT 5", (schema, DEFAULT_SCHEMA))]  # fmt: skip
+    return schema_problem(schema, where, missing, bool(exists and exists[0]), others, command)
 
 
 def summary(conn: psycopg.Connection) -> dict[str, Any]:
@@ -204,6 +287,9 @@ table{border-collapse:collapse;margin-top:1rem}caption{text-align:left;font-weig
 #evaluation-runs td,#evaluation-runs th{text-align:left}#evaluation-runs td:first-child{white-space:nowrap}
 td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}
 .alerts{border:1px solid #d9822b;background:#fff7ef;border-radius:6px;padding:.25rem .75rem;margin-bottom:1rem}
+.problem{border:1px solid #c0392b;background:#fdf0ee;border-radius:6px;padding:.25rem .75rem;margin-bottom:1rem}
+body[data-state=problem]:not([data-ready]) .grid{display:none}
+.problem pre{background:#fff;border:1px solid #ddd;padding:.4rem .6rem;white-space:pre-wrap}
 .alerts h2{font-size:1.1rem;margin:.4rem 0}.alerts td{text-align:left}.ok{color:#2b7a3d}"""
 
 
@@ -223,12 +309,45 @@ def report_html(data: dict[str, Any]) -> str:
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dashboard</title>
 <style>{style}</style><script src="/static/plotly.min.js"></script></head><body>
-<h1>judgeflow dashboard</h1><p id="status">loading…</p><div id="alerts"></div>
+<h1>judgeflow dashboard</h1><p id="status">loading…</p><div id="problem" class="problem" role="alert" hidden></div>
+<div id="alerts"></div>
 <div class="grid">{divs}</div><div id="runs"></div><div id="table"></div>
 <script>
+function showProblem(p) {{
+  const box = document.getElementById('problem');
+  const line = document.createElement('p');
+  line.textContent = p.problem;
+  box.replaceChildren(line);
+  if (p.fixes && p.fixes.length) {{
+    const fix = document.createElement('p');
+    fix.textContent = p.fixes.length > 1 ? 'To fix it, run one of these (with the same DATABASE_URL):'
+                                         : 'To fix it, run (with the same DATABASE_URL):';
+    box.append(fix);
+    for (const f of p.fixes) {{
+      const pre = document.createElement('pre');
+      pre.textContent = f;
+      box.append(pre);
+    }}
+  }}
+  box.hidden = false;
+  document.getElementById('status').textContent = 'no data to show; checking again every {refresh}s';
+  document.body.dataset.state = 'problem';
+}}
 async function refresh() {{
-  const r = await fetch('/api/summary');
-  const d = await r.json();
+  let r, d;
+  try {{
+    r = await fetch('/api/summary');
+  }} catch (e) {{
+    return showProblem({{problem: 'the dashboard server does not answer: ' + e, fixes: []}});
+  }}
+  try {{
+    d = await r.json();
+  }} catch (e) {{
+    return showProblem({{problem: 'the dashboard server answered HTTP ' + r.status + ' without data', fixes: []}});
+  }}
+  if (!r.ok || d.problem) return showProblem(d);
+  document.body.dataset.state = 'drawing';
+  document.getElementById('problem').hidden = true;
   for (const [name, fig] of Object.entries(d.figures)) {{
     Plotly.react('chart-' + name, fig.data, fig.layout, {{displayModeBar: false}});
   }}
@@ -238,15 +357,22 @@ async function refresh() {{
   document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
     ' (every {refresh}s, read-only)';
   document.body.dataset.ready = '1';
+  document.body.dataset.state = 'ready';
 }}
 refresh(); setInterval(refresh, {refresh} * 1000);
 </script></body></html>"""
 
 
 def make_app(database_url: str, schema: str) -> Any:
-    """The read-only aiohttp app: GET / (page), /api/summary (JSON), /static/plotly.min.js."""
+    """The read-only aiohttp app: GET / (page), /api/summary (JSON), /static/plotly.min.js.
+
+    Without the read models (no schema, an old one) or without Postgres, /api/summary answers 503
+    with what is missing and the commands that fix it, and the page shows them (and keeps checking)."""
     from aiohttp import web
     from plotly.offline import get_plotlyjs
+
+    check_schema_name(schema)
+    where = describe_database(database_url)
 
     plotly_js = get_plotlyjs()
     names = list(figures({"queues": {}, "throughput": [], "dead_letters": [], "judges": [], "scores": [],
@@ -254,11 +380,22 @@ def make_app(database_url: str, schema: str) -> Any:
     page = PAGE.format(style=STYLE, refresh=REFRESH_SECONDS,
                        divs="".join(f'<div class="chart" id="chart-{n}"></div>' for n in names))  # fmt: skip
 
-    def fetch() -> dict[str, Any]:
-        with psycopg.connect(database_url, options=f"-c search_path={schema}") as conn:
-            data = summary(conn)
-        return {"figures": {k: json.loads(f.to_json()) for k, f in figures(data).items()},
-                "table": _table(data), "runs": _runs_table(data), "alerts": _alerts(data), "data": data}  # fmt: skip
+    def fetch() -> tuple[int, dict[str, Any]]:
+        try:
+            with psycopg.connect(database_url, options=f"-c search_path={schema}", connect_timeout=5) as conn:
+                problem = find_problem(conn, schema, where)
+                if problem is not None:
+                    return 503, problem.as_json()
+                data = summary(conn)
+        except psycopg.OperationalError as exc:
+            return 503, unreachable(where, exc).as_json()
+        except psycopg.Error as exc:
+            log.exception("dashboard query failed")
+            return 500, Problem(f"a dashboard query failed: {str(exc).strip().splitlines()[0]}",
+                                ("see the output of `judgeflow dashboard` for the traceback",)).as_json()  # fmt: skip
+        figs = {k: json.loads(f.to_json()) for k, f in figures(data).items()}
+        return 200, {"figures": figs, "table": _table(data), "runs": _runs_table(data), "alerts": _alerts(data),
+                     "data": data}  # fmt: skip
 
     async def index(_: web.Request) -> web.Response:
         return web.Response(text=page, content_type="text/html")
@@ -266,8 +403,8 @@ def make_app(database_url: str, schema: str) -> Any:
     async def api(_: web.Request) -> web.Response:
         import asyncio
 
-        body = await asyncio.to_thread(fetch)
-        return web.json_response(body, dumps=lambda o: json.dumps(o, default=str))
+        status, body = await asyncio.to_thread(fetch)
+        return web.json_response(body, status=status, dumps=lambda o: json.dumps(o, default=str))
 
     async def js(_: web.Request) -> web.Response:
         return web.Response(text=plotly_js, content_type="application/javascript")
@@ -283,3 +420,21 @@ def write_report(database_url: str, schema: str, path: Path) -> Path:
     with psycopg.connect(database_url, options=f"-c search_path={schema}") as conn:
         path.write_text(report_html(summary(conn)))
     return path
+
+
+def require_read_models(database_url: str, schema: str, command: str = "report") -> None:
+    """Raise ReadModelsMissing (what is missing and how to fix it) unless `schema` can be reported on."""
+    where = describe_database(database_url)
+    try:
+        with psycopg.connect(database_url, connect_timeout=5) as conn:
+            problem = find_problem(conn, check_schema_name(schema), where, command)
+    except psycopg.OperationalError as exc:
+        problem = unreachable(where, exc)
+    if problem is not None:
+        raise ReadModelsMissing(problem)
+
+
+class ReadModelsMissing(RuntimeError):
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.as_text())
+        self.problem = problem

@@ -3,13 +3,20 @@ Playwright with the system browser), after a demo-sized pipeline run."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -26,6 +33,42 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+@contextmanager
+def dashboard(database_url: str, schema: str) -> Iterator[str]:
+    """`judgeflow dashboard --schema SCHEMA` on a free port, until it answers; yields its address."""
+    port = _free_port()
+    env = {**os.environ, "DATABASE_URL": database_url}
+    server = subprocess.Popen([sys.executable, "-m", "judgeflow.cli", "dashboard", "--schema", schema,
+                               "--port", str(port)], env=env, cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
+                assert time.monotonic() < deadline, "dashboard did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _get_json(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
 
 
 @pytest.fixture(scope="module")
@@ -62,29 +105,13 @@ def test_report_html_is_self_contained_and_escaped(database_url: str, demo_schem
 def test_dashboard_loads_with_non_empty_charts_in_headless_chromium(database_url: str, demo_schema: str) -> None:
     from playwright.sync_api import sync_playwright
 
-    port = _free_port()
-    env = {**os.environ, "DATABASE_URL": database_url}
-    server = subprocess.Popen([sys.executable, "-m", "judgeflow.cli", "dashboard", "--schema", demo_schema,
-                               "--port", str(port)], env=env, cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
-                assert time.monotonic() < deadline, "dashboard did not start"
-                time.sleep(0.1)
+    with dashboard(database_url, demo_schema) as base:
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "dashboard.png"
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"])  # fmt: skip
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
-            page.goto(f"http://127.0.0.1:{port}/")
+            page.goto(f"{base}/")
             page.wait_for_selector("body[data-ready='1']", timeout=30_000)
             bars = page.locator("#chart-queues .bars .point path").count()
             traces = page.locator(".js-plotly-plot .trace").count()
@@ -95,13 +122,51 @@ def test_dashboard_loads_with_non_empty_charts_in_headless_chromium(database_url
         ARTIFACT_PATHS["dashboard screenshot"] = str(shot)
         assert bars >= 2 and traces >= 6 and judges >= 2 and runs == 8
         # Read-only: nothing but GET is routed.
-        import urllib.error
-        import urllib.request
-
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/summary", data=b"{}", method="POST")
+        req = urllib.request.Request(f"{base}/api/summary", data=b"{}", method="POST")
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(req, timeout=5)
         assert info.value.code == 405
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_dashboard_without_read_models_says_what_is_missing_and_the_fix_works(database_url: str) -> None:
+    """A new user's first run: no schema yet. The API and the page name it and the command that
+    fixes it; after running that very command the page shows data without a reload."""
+    from playwright.sync_api import sync_playwright
+
+    schema = f"fresh_{uuid.uuid4().hex[:10]}"
+    try:
+        with dashboard(database_url, schema) as base:
+            status, body = _get_json(f"{base}/api/summary")
+            assert status == 503, body
+            assert f'schema "{schema}" does not exist' in body["problem"]
+            fix = body["fixes"][0].split("#")[0].strip()
+            assert fix == f"judgeflow migrate --schema {schema}"
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+                page = browser.new_page(viewport={"width": 1300, "height": 900})
+                page.goto(f"{base}/")
+                page.wait_for_selector("body[data-state='problem']", timeout=30_000)
+                shown = page.locator("#problem").inner_text()
+                assert page.locator("#status").inner_text() != "loading…"
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "dashboard-no-schema.png"), full_page=True)
+                assert f'schema "{schema}" does not exist' in shown and fix in shown
+                done = subprocess.run([sys.executable, "-m", "judgeflow.cli", *fix.split()[1:]], cwd=REPO,
+                                      env={**os.environ, "DATABASE_URL": database_url}, capture_output=True,
+                                      text=True, timeout=120)  # fmt: skip
+                assert done.returncode == 0, done.stderr
+                page.wait_for_selector("body[data-state='ready']", timeout=30_000)
+                assert page.locator("#problem").is_hidden()
+                assert "Evaluation runs: 0" in page.locator("#evaluation-runs caption").inner_text()
+                browser.close()
+            assert _get_json(f"{base}/api/summary")[0] == 200
+        report = subprocess.run([sys.executable, "-m", "judgeflow.cli", "report", "--schema", f"{schema}_not"],
+                                cwd=REPO, env={**os.environ, "DATABASE_URL": database_url}, capture_output=True,
+                                text=True, timeout=120)  # fmt: skip
+        assert report.returncode == 1 and "Traceback" not in report.stderr
+        assert f"fix: judgeflow migrate --schema {schema}_not" in report.stderr
+        assert f"or:  judgeflow report --schema {schema}" in report.stderr
     finally:
-        server.terminate()
-        server.wait(10)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
