@@ -193,33 +193,69 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
     }
 
 
+CLAIM_ROUTES = ("done", "second_judge", "human_review")
+EVALUATION_ROUTES = ("done", "human_review")
+CHART_HEIGHT = 320
+
+
+def _counts_in_order(counts: dict[str, int], always: tuple[str, ...]) -> dict[str, int]:
+    """`always` first (0 where absent, so an empty route still shows), then any other key."""
+    return {**{k: counts.get(k, 0) for k in always}, **{k: v for k, v in counts.items() if k not in always}}
+
+
+def _number(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def _bars(x: list[Any], y: list[Any], text: list[str] | None = None, **kw: Any) -> go.Bar:
+    """Bars with their value written outside, so a 0 (a bar of no height) is still seen."""
+    return go.Bar(x=x, y=y, text=text if text is not None else [str(v) for v in y], textposition="outside",
+                  cliponaxis=False, **kw)  # fmt: skip
+
+
 def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
-    layout = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "height": 300}
-    runs = data["evaluations"]["by_route"]
-    figs = {
-        "evaluations": go.Figure(go.Bar(x=list(runs), y=list(runs.values())),
-                                 layout={**layout, "title": "Evaluation runs by route"}),
-        "queues": go.Figure(go.Bar(x=list(data["queues"]), y=list(data["queues"].values())),
-                            layout={**layout, "title": "Claims by route (final)"}),
-        "throughput": go.Figure(go.Scatter(x=[t for t, _ in data["throughput"]],
-                                           y=[n for _, n in data["throughput"]], mode="lines+markers"),
-                                layout={**layout, "title": "Input events per 10 s"}),
-        "dead_letters": go.Figure(go.Bar(x=[c for c, _ in data["dead_letters"]],
-                                         y=[n for _, n in data["dead_letters"]]),
-                                  layout={**layout, "title": "Dead letters by code"}),
+    """Every chart, sized by its card: no fixed width (the page draws them responsive), axes that
+    make room for their labels, values written on the bars."""
+
+    def layout(title: str, **kw: Any) -> dict[str, Any]:
+        return {"title": {"text": title, "x": 0.01, "xanchor": "left"}, "height": CHART_HEIGHT, "autosize": True,
+                "margin": {"l": 10, "r": 10, "t": 64, "b": 10}, "xaxis": {"automargin": True},
+                "yaxis": {"automargin": True, "rangemode": "tozero"},
+                "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, **kw}  # fmt: skip
+
+    runs = _counts_in_order(data["evaluations"]["by_route"], EVALUATION_ROUTES)
+    queues = _counts_in_order(data["queues"], CLAIM_ROUTES)
+    dead = list(reversed(data["dead_letters"]))  # largest at the top
+    most = max([1, *(n for _, n in dead)])  # room for the count written after the longest bar
+    judges = [j["judge_id"] for j in data["judges"]]
+    rates = [j["contradiction_rate"] for j in data["judges"]]
+    kappas = [j["kappa"] for j in data["judges"]]
+    low = min([0.0, *(v for v in rates + kappas if v is not None)])
+    models = sorted({m for m, _, _ in data["scores"]})
+    return {
+        "evaluations": go.Figure(_bars(list(runs), list(runs.values())), layout=layout("Evaluation runs by route")),
+        "queues": go.Figure(_bars(list(queues), list(queues.values())), layout=layout("Claims by route (final)")),
+        "throughput": go.Figure(go.Scatter(x=[t for t, _ in data["throughput"]], y=[n for _, n in data["throughput"]],
+                                           mode="lines+markers", cliponaxis=False),
+                                layout=layout("Input events per 10 s")),
+        "dead_letters": go.Figure(_bars([n for _, n in dead], [c for c, _ in dead], text=[str(n) for _, n in dead],
+                                        orientation="h"),
+                                  layout=layout("Dead letters by code",
+                                                xaxis={"automargin": True, "range": [0, most * 1.15]},
+                                                yaxis={"automargin": True, "type": "category"})),
         "judges": go.Figure(
-            [go.Bar(name="contradiction rate", x=[j["judge_id"] for j in data["judges"]],
-                    y=[j["contradiction_rate"] for j in data["judges"]]),
-             go.Bar(name="kappa vs human", x=[j["judge_id"] for j in data["judges"]],
-                    y=[j["kappa"] for j in data["judges"]])],
-            layout={**layout, "title": "Judge drift and agreement with humans", "barmode": "group"}),
+            [_bars(judges, [v or 0.0 for v in rates], [_number(v) for v in rates], name="contradiction rate"),
+             _bars(judges, [v or 0.0 for v in kappas], [_number(v) for v in kappas], name="kappa vs human",
+                   hovertext=["undefined: no reviews or one label" if v is None else "" for v in kappas])],
+            layout=layout("Judge drift and agreement with humans", barmode="group",
+                          yaxis={"automargin": True, "range": [low - 0.1, 1.15]})),
         "scores": go.Figure(
-            [go.Bar(name=m, x=[b for mm, b, _ in data["scores"] if mm == m],
-                    y=[n for mm, _, n in data["scores"] if mm == m])
-             for m in sorted({m for m, _, _ in data["scores"]})],
-            layout={**layout, "title": "Overall score distribution by judge", "barmode": "group"}),
+            [go.Bar(name=m, x=[f"{b}–{b + 9}" for mm, b, _ in data["scores"] if mm == m],
+                    y=[n for mm, _, n in data["scores"] if mm == m]) for m in models],
+            layout=layout("Overall score distribution by judge", barmode="group",
+                          xaxis={"automargin": True, "type": "category", "categoryorder": "array",
+                                 "categoryarray": [f"{b}–{b + 9}" for b in range(0, 100, 10)]})),
     }  # fmt: skip
-    return figs
 
 
 def _table(data: dict[str, Any]) -> str:
@@ -281,8 +317,9 @@ def _alerts(data: dict[str, Any]) -> str:
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:1rem}
-.chart{border:1px solid #ddd;border-radius:6px;padding:.25rem}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(440px,100%),1fr));gap:1rem}
+.chart{border:1px solid #ddd;border-radius:6px;padding:.25rem;min-width:0;overflow:hidden}
+.plot{width:100%;height:320px}
 table{border-collapse:collapse;margin-top:1rem}caption{text-align:left;font-weight:600;padding:.3rem 0}
 #evaluation-runs td,#evaluation-runs th{text-align:left}#evaluation-runs td:first-child{white-space:nowrap}
 td,th{border:1px solid #ddd;padding:.3rem .6rem;text-align:right}
@@ -293,18 +330,41 @@ body[data-state=problem]:not([data-ready]) .grid{display:none}
 .alerts h2{font-size:1.1rem;margin:.4rem 0}.alerts td{text-align:left}.ok{color:#2b7a3d}"""
 
 
+DRAW_JS = """
+const PLOT_CONFIG = {displayModeBar: false, responsive: true};
+function draw(figs) {
+  for (const [name, fig] of Object.entries(figs)) Plotly.react('chart-' + name, fig.data, fig.layout, PLOT_CONFIG);
+}
+// Plotly follows the window; a card that changes width for another reason (a scroll bar, the grid
+// reflowing) is followed here, so a chart never draws wider than its card.
+const resized = new ResizeObserver(es => es.forEach(e => e.target.data && Plotly.Plots.resize(e.target)));
+document.querySelectorAll('.plot').forEach(el => resized.observe(el));
+"""
+
+
+def _cards(names: list[str]) -> str:
+    return "".join(f'<div class="chart"><div class="plot" id="chart-{n}"></div></div>' for n in names)
+
+
+def _script_json(value: Any) -> str:
+    """JSON to inline in a <script>: no '<' survives, so no text from the database can close the tag."""
+    return json.dumps(value, default=str).replace("<", "\\u003c")
+
+
 def report_html(data: dict[str, Any]) -> str:
-    """A self-contained static report (plotly.js inlined once)."""
-    figs = figures(data)
-    parts = []
-    for i, (name, fig) in enumerate(figs.items()):
-        div = fig.to_html(full_html=False, include_plotlyjs=(i == 0), div_id=f"chart-{name}")
-        parts.append(f'<div class="chart">{div}</div>')
+    """A self-contained static report (plotly.js inlined once). The charts are drawn after every
+    card is laid out, each as wide as its card."""
+    from plotly.offline import get_plotlyjs
+
+    figs = {k: json.loads(f.to_json()) for k, f in figures(data).items()}
     runs = html.escape(", ".join(f"{k}: {v}" for k, v in sorted(data["runs"].items())) or "none")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow report</title>"
-            f"<style>{STYLE}</style></head><body><h1>judgeflow report</h1><p>Evaluation runs: {runs}</p>"
-            f"{_alerts(data)}<div class='grid'>{''.join(parts)}</div>{_runs_table(data)}{_table(data)}"
-            "</body></html>")  # fmt: skip
+            f"<style>{STYLE}</style><script>{get_plotlyjs()}</script></head><body><h1>judgeflow report</h1>"
+            f"<p>Evaluation runs: {runs}</p>{_alerts(data)}<div class='grid'>{_cards(list(figs))}</div>"
+            f"{_runs_table(data)}{_table(data)}<script>{DRAW_JS}\nconst FIGURES = {_script_json(figs)};\n"
+            "for (const [name, fig] of Object.entries(FIGURES))\n"
+            "  Plotly.newPlot('chart-' + name, fig.data, fig.layout, PLOT_CONFIG);\n"
+            "</script></body></html>")  # fmt: skip
 
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dashboard</title>
@@ -312,7 +372,7 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dash
 <h1>judgeflow dashboard</h1><p id="status">loading…</p><div id="problem" class="problem" role="alert" hidden></div>
 <div id="alerts"></div>
 <div class="grid">{divs}</div><div id="runs"></div><div id="table"></div>
-<script>
+<script>{draw}
 function showProblem(p) {{
   const box = document.getElementById('problem');
   const line = document.createElement('p');
@@ -348,9 +408,7 @@ async function refresh() {{
   if (!r.ok || d.problem) return showProblem(d);
   document.body.dataset.state = 'drawing';
   document.getElementById('problem').hidden = true;
-  for (const [name, fig] of Object.entries(d.figures)) {{
-    Plotly.react('chart-' + name, fig.data, fig.layout, {{displayModeBar: false}});
-  }}
+  draw(d.figures);
   document.getElementById('table').innerHTML = d.table;
   document.getElementById('runs').innerHTML = d.runs;
   document.getElementById('alerts').innerHTML = d.alerts;
@@ -377,8 +435,7 @@ def make_app(database_url: str, schema: str) -> Any:
     plotly_js = get_plotlyjs()
     names = list(figures({"queues": {}, "throughput": [], "dead_letters": [], "judges": [], "scores": [],
                           "runs": {}, "evaluations": {"by_route": {}}}))  # fmt: skip
-    page = PAGE.format(style=STYLE, refresh=REFRESH_SECONDS,
-                       divs="".join(f'<div class="chart" id="chart-{n}"></div>' for n in names))  # fmt: skip
+    page = PAGE.format(style=STYLE, refresh=REFRESH_SECONDS, divs=_cards(names), draw=DRAW_JS)
 
     def fetch() -> tuple[int, dict[str, Any]]:
         try:

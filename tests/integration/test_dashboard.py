@@ -71,6 +71,79 @@ def _get_json(url: str) -> tuple[int, Any]:
         return err.code, json.loads(err.read())
 
 
+PROBE = """() => [...document.querySelectorAll('.chart')].map(card => {
+  const box = el => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const plot = card.querySelector('.js-plotly-plot');
+  return {
+    chart: plot ? plot.id.replace('chart-', '') : null, card: box(card),
+    ticks: [...card.querySelectorAll('.xtick text, .ytick text')].map(t => [t.textContent, box(t)]),
+    bars: [...card.querySelectorAll('.trace.bars .point')].map(g => {
+      const path = g.querySelector('path'), text = g.querySelector('text');
+      return {path: path ? box(path) : null, text: text ? text.textContent : '', text_box: text ? box(text) : null};
+    }),
+    markers: [...card.querySelectorAll('.trace.scatter path.point')].map(box),
+  };
+})"""
+
+
+def _inside(rect: list[float], card: list[float]) -> bool:
+    """Drawn (not empty) and wholly within the card, to the pixel."""
+    left, top, right, bottom = rect
+    return right > left and bottom > top and left >= card[0] - 1 and top >= card[1] - 1 and \
+        right <= card[2] + 1 and bottom <= card[3] + 1  # fmt: skip
+
+
+def expected_categories(database_url: str, schema: str) -> dict[str, Any]:
+    """What the data holds, asked of the read models directly: the labels each chart must show
+    and how many bars or points it must draw."""
+    with psycopg.connect(database_url, options=f"-c search_path={schema}") as conn:
+
+        def col(q: str) -> list[str]:
+            return [str(r[0]) for r in conn.execute(q)]
+
+        judges = col("SELECT DISTINCT judge_id FROM claim_checks")
+        buckets = conn.execute("SELECT DISTINCT judge_model, bucket FROM score_distribution").fetchall()
+        return {
+            "evaluations": {"ticks": col("SELECT DISTINCT route FROM routing_decisions WHERE subject = 'evaluation'")},
+            "queues": {"ticks": col("SELECT DISTINCT coalesce(final_route, route, 'pending') FROM checks")},
+            "dead_letters": {"ticks": col("SELECT code FROM dead_letters_by_code"), "bars": len(
+                col("SELECT code FROM dead_letters_by_code"))},
+            "judges": {"ticks": judges, "bars": 2 * len(judges)},  # contradiction rate and kappa, even at 0
+            "scores": {"ticks": sorted({f"{int(b)}–{int(b) + 9}" for _, b in buckets}), "bars": len(buckets)},
+            "throughput": {"markers": len(col("SELECT DISTINCT date_bin('10 seconds', received_at, "
+                                                "TIMESTAMPTZ 'epoch') FROM raw_events"))},
+        }  # fmt: skip
+
+
+def charts_out_of_bounds(probe: list[dict[str, Any]], expected: dict[str, Any]) -> list[str]:
+    """Every way the drawn charts fail to show the data inside their cards (empty when all is seen)."""
+    drawn = {c["chart"]: c for c in probe}
+    faults = [f"chart {name} missing" for name in expected if name not in drawn]
+    for name, want in expected.items():
+        if name not in drawn:
+            continue
+        c = drawn[name]
+        shown = {text for text, rect in c["ticks"] if _inside(rect, c["card"])}
+        faults += [f"{name}: label {t!r} not within its card" for t in want.get("ticks", []) if t not in shown]
+        seen = [
+            b
+            for b in c["bars"]
+            if (b["text"].strip() and _inside(b["text_box"], c["card"]))
+            or (b["path"] and _inside(b["path"], c["card"]))
+        ]
+        if "bars" in want and (len(seen) != want["bars"] or len(c["bars"]) != want["bars"]):
+            faults.append(
+                f"{name}: {len(seen)} of {len(c['bars'])} bars seen within the card, {want['bars']} in the data"
+            )
+        if name in ("evaluations", "queues"):  # every bar of a category in the data, 0 or not
+            faults += [f"{name}: a bar not within its card" for b in c["bars"] if b not in seen]
+        if "markers" in want:
+            inside = [m for m in c["markers"] if _inside(m, c["card"])]
+            if len(inside) != want["markers"]:
+                faults.append(f"{name}: {len(inside)} points within the card, {want['markers']} in the data")
+    return faults
+
+
 @pytest.fixture(scope="module")
 def demo_schema(kafka_bootstrap: str, database_url: str) -> str:
     """Run the demo on the session's services; its read models stay in the schema it prints."""
@@ -117,10 +190,12 @@ def test_dashboard_loads_with_non_empty_charts_in_headless_chromium(database_url
             traces = page.locator(".js-plotly-plot .trace").count()
             judges = page.locator("#judges tbody tr").count()
             runs = page.locator("#evaluation-runs tbody tr").count()
+            faults = charts_out_of_bounds(page.evaluate(PROBE), expected_categories(database_url, demo_schema))
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
         ARTIFACT_PATHS["dashboard screenshot"] = str(shot)
         assert bars >= 2 and traces >= 6 and judges >= 2 and runs == 8
+        assert faults == []
         # Read-only: nothing but GET is routed.
         req = urllib.request.Request(f"{base}/api/summary", data=b"{}", method="POST")
         with pytest.raises(urllib.error.HTTPError) as info:
@@ -170,3 +245,30 @@ def test_dashboard_without_read_models_says_what_is_missing_and_the_fix_works(da
     finally:
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+@pytest.mark.parametrize("width", [1300, 1900])
+def test_report_charts_show_every_category_within_their_cards(database_url: str, demo_schema: str, tmp_path: Path,
+                                                              width: int) -> None:  # fmt: skip
+    """The static report at two window widths: each chart is drawn inside its card, with every
+    route, code, judge and score bucket of the data visible, a zero value included."""
+    from playwright.sync_api import sync_playwright
+
+    out = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "judgeflow.cli", "report", "--schema", demo_schema, "--html",
+                           str(out)], env={**os.environ, "DATABASE_URL": database_url}, cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    expected = expected_categories(database_url, demo_schema)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+        page = browser.new_page(viewport={"width": width, "height": 1000})
+        page.goto(out.as_uri())
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 12")
+        probe = page.evaluate(PROBE)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"report-{width}.png"), full_page=True)
+        browser.close()
+    assert sorted(c["chart"] for c in probe) == sorted(expected)
+    assert charts_out_of_bounds(probe, expected) == []
