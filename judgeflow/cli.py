@@ -498,19 +498,26 @@ def topology(ctx: click.Context) -> None:
 @click.option("--claims", default=1000, show_default=True, help="claims in the nightly batch")
 @click.option("--seed", default=7, show_default=True)
 @click.option("--timeout", default=300.0, show_default=True, help="seconds to wait for the pipeline")
-def demo(runs: int, claims: int, seed: int, timeout: float) -> None:
+@click.option("--keep", is_flag=True,
+              help="keep the Kafka and Postgres it starts running, with the demo's data (stop them with "
+                   "`judgeflow services down`); prints the dashboard command that shows the data")  # fmt: skip
+def demo(runs: int, claims: int, seed: int, timeout: float, keep: bool) -> None:
     """Run the pipeline end to end on embedded Kafka and Postgres.
 
     Uses KAFKA_BOOTSTRAP_SERVERS / DATABASE_URL instead when they are set.
-    Exits 0 only if every published event is accounted for.
+    The read models go to a fresh schema per run (judgeflow_demo_<time>);
+    when they outlive the demo (--keep, or DATABASE_URL set) it prints the
+    dashboard command with that schema. Exits 0 only if every published
+    event is accounted for.
 
     \b
-    Example:
+    Examples:
       judgeflow demo --runs 10 --claims 100
+      judgeflow demo --keep    # then run the `dashboard:` line it prints
     """
     from judgeflow.demo import run_demo
 
-    sys.exit(run_demo(runs=runs, claims=claims, seed=seed, timeout=timeout))
+    sys.exit(run_demo(runs=runs, claims=claims, seed=seed, timeout=timeout, keep=keep))
 
 
 @main.command()
