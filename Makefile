@@ -16,8 +16,9 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed
 
+# `make demo KEEP=1` keeps the demo's Kafka, Postgres and data and prints the dashboard command.
 demo: install
-	$(BIN)/judgeflow demo
+	$(BIN)/judgeflow demo $(if $(KEEP),--keep)
 
 lint: install
 	$(BIN)/ruff check .

@@ -269,7 +269,8 @@ def rebuild(ctx: click.Context, schema: str, keep_old: bool) -> None:
 )
 @click.pass_context
 def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
-    """Print the analyst views: open stale alerts, seed 003's four questions, kappa, checklist queries.
+    """Print the analyst views: open stale alerts, seed 003's four questions, kappa, checklist queries,
+    and the latest evaluation runs (revision, notice, contradictions, route).
 
     \b
     Examples:
@@ -279,12 +280,24 @@ def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from judgeflow.dashboard import (
+        EVALUATION_RUN_COLUMNS,
+        ReadModelsMissing,
+        evaluation_run_cells,
+        evaluation_runs,
+        require_read_models,
+    )
     from projections.analytics import EMPTY_SECTIONS
     from projections.analytics import report as build
     from projections.migrate import connect
 
+    url = _database_url(_settings(ctx))
+    try:
+        require_read_models(url, schema, "report")
+    except (ReadModelsMissing, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
     console = Console()
-    with connect(_database_url(_settings(ctx)), schema) as conn:
+    with connect(url, schema) as conn:
         for title, (columns, rows) in build(conn).items():
             if not rows and title in EMPTY_SECTIONS:
                 console.print(f"{title}: {EMPTY_SECTIONS[title]}")
@@ -295,10 +308,19 @@ def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
             for row in rows:
                 table.add_row(*("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
             console.print(table)
+        runs = evaluation_runs(conn, limit=20)
+        table = Table(title=f"Evaluation runs: {runs['total']} ({runs['with_contradictions']} with contradictions, "
+                      f"{runs['with_notice']} with a judge unavailable); latest {len(runs['latest'])}",
+                      title_justify="left")  # fmt: skip
+        for column in EVALUATION_RUN_COLUMNS:
+            table.add_column(column, no_wrap=column in ("run", "judges in", "score"), overflow="fold")
+        for run in runs["latest"]:
+            table.add_row(*evaluation_run_cells(run))
+        console.print(table)
     if html_file is not None:
         from judgeflow.dashboard import write_report
 
-        click.echo(f"wrote {write_report(_database_url(_settings(ctx)), schema, html_file)}")
+        click.echo(f"wrote {write_report(url, schema, html_file)}")
 
 
 @main.command()
@@ -319,8 +341,12 @@ def dashboard(ctx: click.Context, schema: str, host: str | None, port: int) -> N
 
     settings = _settings(ctx)
     bind = host or settings.web_host
+    try:
+        app = make_app(_database_url(settings), schema)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"dashboard on http://{bind}:{port}/ (schema {schema})")
-    web.run_app(make_app(_database_url(settings), schema), host=bind, port=port, print=None)
+    web.run_app(app, host=bind, port=port, print=None)
 
 
 ROLE_BY_TOPIC = {"judge.outputs": "judge_outputs", "judge.checks": "checks", "evaluation.runs": "runs",
@@ -472,19 +498,26 @@ def topology(ctx: click.Context) -> None:
 @click.option("--claims", default=1000, show_default=True, help="claims in the nightly batch")
 @click.option("--seed", default=7, show_default=True)
 @click.option("--timeout", default=300.0, show_default=True, help="seconds to wait for the pipeline")
-def demo(runs: int, claims: int, seed: int, timeout: float) -> None:
+@click.option("--keep", is_flag=True,
+              help="keep the Kafka and Postgres it starts running, with the demo's data (stop them with "
+                   "`judgeflow services down`); prints the dashboard command that shows the data")  # fmt: skip
+def demo(runs: int, claims: int, seed: int, timeout: float, keep: bool) -> None:
     """Run the pipeline end to end on embedded Kafka and Postgres.
 
     Uses KAFKA_BOOTSTRAP_SERVERS / DATABASE_URL instead when they are set.
-    Exits 0 only if every published event is accounted for.
+    The read models go to a fresh schema per run (judgeflow_demo_<time>);
+    when they outlive the demo (--keep, or DATABASE_URL set) it prints the
+    dashboard command with that schema. Exits 0 only if every published
+    event is accounted for.
 
     \b
-    Example:
+    Examples:
       judgeflow demo --runs 10 --claims 100
+      judgeflow demo --keep    # then run the `dashboard:` line it prints
     """
     from judgeflow.demo import run_demo
 
-    sys.exit(run_demo(runs=runs, claims=claims, seed=seed, timeout=timeout))
+    sys.exit(run_demo(runs=runs, claims=claims, seed=seed, timeout=timeout, keep=keep))
 
 
 @main.command()

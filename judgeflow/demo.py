@@ -9,21 +9,29 @@ events, a nightly claim batch shaped like seed 003's example, second-judge
 answers for what is routed to the second judge and human reviews for part of
 the human queue. It then waits until Postgres accounts for every published
 event (projected or dead-lettered), prints a summary and exits 0 only if
-nothing is missing. Every service it started is stopped, also on Ctrl-C.
+nothing is missing. Every service it started is stopped, also on Ctrl-C,
+unless `keep` is set: then the services it started keep running (recorded as
+`judgeflow services up` records them) and their data stays. The read models
+are in a schema of their own per run, so it always prints the exact dashboard
+command that shows them when they outlive the demo.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +44,8 @@ from rich.table import Table
 from judgeflow import workload
 from judgeflow.dashboard import report_html
 from judgeflow.dashboard import summary as dashboard_summary
-from judgeflow.services.local import local_services
+from judgeflow.services import local
+from judgeflow.services.local import RunningServices, local_services
 from projections.analytics import kappa_by_judge
 from projections.migrate import migrate
 from streams.topics import TopicNames, ensure_topics
@@ -271,14 +280,54 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
             p.kill()
 
 
+def judgeflow_command() -> str:
+    """How to run this very judgeflow from the current shell: `judgeflow` when that is on PATH,
+    else its script beside this interpreter (e.g. `.venv/bin/judgeflow` after `make demo`)."""
+    script = Path(sys.executable).parent / "judgeflow"
+    on_path = shutil.which("judgeflow")
+    if on_path and script.exists() and Path(on_path).resolve() == script.resolve():
+        return "judgeflow"
+    if script.exists():
+        with contextlib.suppress(ValueError):
+            return shlex.quote(str(script.relative_to(Path.cwd())))
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -m judgeflow.cli"
+
+
+def kept_lines(database_url: str, schema: str, started_here: bool, command: str, state_dir: str | None) -> list[str]:
+    """What to print when the demo's read models outlive it: where they are, the dashboard
+    command that shows them and, for services the demo started, how to stop them."""
+    env = f"DATABASE_URL={shlex.quote(database_url)}"
+    lines = [f"read models kept in schema {schema}",
+             f"dashboard: {env} {command} dashboard --schema {schema}",
+             f"report:    {env} {command} report --schema {schema} --html report.html"]  # fmt: skip
+    if started_here:
+        state = f"JUDGEFLOW_STATE_DIR={shlex.quote(state_dir)} " if state_dir else ""
+        lines.append(f"stop:      {state}{command} services down   # the services the demo started run until then")
+    return lines
+
+
+@contextlib.contextmanager
+def _services(work: Path, keep: bool) -> Iterator[tuple[RunningServices, bool]]:
+    """The services to run on and whether the demo started any; with `keep`, what it starts is
+    detached and recorded like `judgeflow services up` (so `services down` stops it)."""
+    configured = bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and bool(os.environ.get("DATABASE_URL"))
+    if keep and not configured:
+        yield local.up(), True
+        return
+    with local_services(work / "services") as services:
+        yield services, not configured
+
+
 def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float = 300.0,
-             judge_timeout: float = 15.0) -> int:  # fmt: skip
+             judge_timeout: float = 15.0, keep: bool = False) -> int:  # fmt: skip
     console = Console()
     t0 = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="judgeflow-demo-"))
     processes: list[subprocess.Popen[bytes]] = []
+    kept: list[str] = []
     try:
-        with local_services(work / "services") as services:
+        with _services(work, keep) as (services, started_here):
             for name, url, secs in (
                 ("kafka", services.kafka_bootstrap_servers, services.kafka_seconds),
                 ("postgres", services.database_url.split("@")[-1], services.postgres_seconds),
@@ -324,13 +373,24 @@ def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float =
                 report.write_text(report_html(dashboard_summary(conn)))
                 print(f"HTML report: {report.resolve()}", flush=True)  # one line, never wrapped
             _stop(processes)
+            if keep or not started_here or os.environ.get("DATABASE_URL"):
+                kept = kept_lines(services.database_url, schema, keep and started_here, judgeflow_command(),
+                                  os.environ.get("JUDGEFLOW_STATE_DIR"))  # fmt: skip
     except KeyboardInterrupt:
-        console.print("interrupted: stopping the worker, the projector and the services")
+        console.print(
+            "interrupted: stopping the worker and the projector"
+            + (" (services kept: `judgeflow services down` stops them)" if keep else " and the services")
+        )
         _stop(processes)
         return 130
     finally:
         _stop(processes)
     elapsed = time.monotonic() - t0
+    for line in kept:
+        print(line, flush=True)  # plain lines, never wrapped: they are commands to copy
+    if not kept:
+        print(f"the demo's services and data are deleted; `{judgeflow_command()} demo --keep` (make demo KEEP=1) "
+              "keeps them and prints the dashboard command", flush=True)  # fmt: skip
     if ok:
         console.print(f"every published event is accounted for in Postgres; {elapsed:.1f}s end to end")
         return 0
