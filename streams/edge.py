@@ -23,13 +23,16 @@ from schemas import (
     ContractWarning,
     InvalidEvent,
     JudgeOutput,
+    Parsed,
     RoutingDecision,
     RubricVersion,
+    check_against_rubric,
     check_claim_against_rubric,
     validate_claim_check,
     validate_judge_output,
 )
 from schemas.decoding import MAX_PAYLOAD_BYTES, decode_object
+from schemas.quality import judge_output_warnings
 from streams.envelope import (
     H_ERROR_CODES,
     H_SOURCE,
@@ -70,6 +73,8 @@ class Admitted(Generic[E]):
 
     event: E | None
     records: list[Outgoing]
+    refused: E | None = None
+    """A well-formed event its rubric refused (the records then hold its dead letter)."""
 
 
 def dead_letter(
@@ -111,13 +116,23 @@ def admit_judge_output(
     src: SourceRef,
     *,
     rubric: RubricVersion | None = None,
+    rubric_for: Callable[[JudgeOutput], RubricVersion | None] | None = None,
     max_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> Admitted[JudgeOutput]:
-    """Validate one judge output (with its rubric when known); the valid one goes on to the validated topic."""
+    """Validate one judge output with its rubric when known (`rubric`, or `rubric_for` the parsed output: the
+    stage knows the rubric of the run the output names); the valid one goes on to the validated topic. One
+    that is well-formed but refused by its rubric comes back as `refused`, beside its dead letter."""
     try:
-        parsed = validate_judge_output(raw, rubric=rubric, max_bytes=max_bytes)
+        parsed = validate_judge_output(raw, max_bytes=max_bytes)
     except ContractError as err:
         return Admitted(None, [dead_letter(raw, src, "judge_output", err)])
+    found = rubric if rubric is not None else rubric_for(parsed.event) if rubric_for is not None else None
+    if found is not None:
+        try:
+            check_against_rubric(parsed.event, found)
+        except ContractError as err:
+            return Admitted(None, [dead_letter(raw, src, "judge_output", err)], refused=parsed.event)
+        parsed = Parsed(parsed.event, tuple(judge_output_warnings(parsed.event, found)), parsed.source_version)
     out = parsed.event
     headers = [
         (H_SOURCE, src.coordinates().encode()),

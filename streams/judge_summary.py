@@ -16,6 +16,10 @@ STORED_KEYS = {"judge_run_id": "id", "judge_model": "model", "confidence": "conf
 """Field -> key in stored state, where the two differ."""
 
 
+TIMEOUT_MARK = "timeout:"
+"""How a timeout stub's failure_reason begins (the worker writes one for each judge that missed the timeout)."""
+
+
 class JudgeSummary(BaseModel):
     model_config = ConfigDict(frozen=True, alias_generator=lambda name: STORED_KEYS.get(name, name),
                               validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)  # fmt: skip

@@ -7,7 +7,9 @@ contradiction; the final score is the (unweighted) mean of reconciled lanes
 and the adjusted score adds the worst judge's total deduction, floored at 0.
 
 Beside the seed's fields: a rubric-weighted final score, the judges that
-are missing or failed, and a notice such as "1 judge unavailable".
+are missing (not in yet) or failed, and a notice that counts only the judges
+that failed or timed out, by name: "1 judge unavailable: gpt-4o timed out"
+(seed 000 #10). A judge that is merely not in yet is no failure.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from schemas import ContradictionDetail, JudgeOutput, ReconciliationResult, RubricVersion
 from schemas.events import ContradictionScore
 from schemas.rubric import ReconciliationMethod
-from streams.judge_summary import JudgeSummary, summarize
+from streams.judge_summary import TIMEOUT_MARK, JudgeSummary, summarize
 from streams.rounding import js_round
 
 CONTRADICTION_SPREAD = 25
@@ -104,7 +106,11 @@ def reconcile_summaries(
     present = {o.judge_model for o in outputs}
     missing = [j for j in expected if j not in present]
     failed = list(dict.fromkeys(o.judge_model for o in outputs if o.status == "failed"))
-    unavailable = len(missing) + len([j for j in failed if j not in by_judge])
+    unavailable: dict[str, str] = {}
+    for o in outputs:
+        if o.status == "failed" and o.judge_model not in by_judge:
+            timed_out = (o.failure_reason or "").startswith(TIMEOUT_MARK)
+            unavailable.setdefault(o.judge_model, "timed out" if timed_out else "failed")
     return ReconciliationResult(
         final_overall_score=final,
         final_adjusted_score=max(0, final + worst),
@@ -133,7 +139,11 @@ def _weighted_final(reconciled: dict[str, int], rubric: RubricVersion | None) ->
     return round(sum(v * weights.get(k, 0.0) for k, v in reconciled.items()) / total, 2)
 
 
-def _notice(unavailable: int) -> str | None:
-    if unavailable <= 0:
+def _notice(unavailable: dict[str, str]) -> str | None:
+    """E.g. "2 judges unavailable: gpt-4o timed out, gemini-1.5-pro failed"; None when every judge that is in
+    succeeded (pending judges are listed in `missing_judges`, not here)."""
+    if not unavailable:
         return None
-    return f"{unavailable} judge{'s' if unavailable > 1 else ''} unavailable"
+    n = len(unavailable)
+    named = ", ".join(f"{judge} {what}" for judge, what in unavailable.items())
+    return f"{n} judge{'s' if n > 1 else ''} unavailable: {named}"

@@ -1,7 +1,11 @@
 """Evaluation runs: collect judge outputs, reconcile, route the final result; keep only what that needs.
 
 Outputs that arrive before their run or rubric are held as the bytes received (one bounded hold for all
-held events) and validated against the rubric when it is known. Each accepted output yields a provisional
+held events) and validated against the rubric when it is known: only then is one published as valid, so no
+refused score is ever published. An output refused against its run's rubric (DESIGN decision 13) is
+dead-lettered with the bytes and key received, and counts at once as its judge's failure in the run: a failed
+record (`status` failed, `failure_reason` the codes) is published in its place and the run reconciles without
+it instead of waiting for the judge's timeout. Each accepted output yields a provisional
 revision on `evaluation.reconciled`; when every expected judge is in (a timed-out judge counts once its
 failed stub arrives) the run emits a final revision and its routing decision (DESIGN decisions 7 and 10).
 
@@ -39,19 +43,17 @@ from schemas import (
     RubricVersion,
     StaleWorkAlert,
     parse_evaluation_run,
-    validate_judge_output,
 )
 from schemas.types import parse_timestamp
 from streams.edge import admit_judge_output, dead_letter, over_hold_limit
-from streams.envelope import H_SOURCE, Outgoing, SourceRef, from_micros, iso, micros
+from streams.envelope import H_ERROR_CODES, H_SOURCE, H_SOURCE_VERSION, Outgoing, SourceRef, from_micros, iso, micros
 from streams.ids import event_id
-from streams.judge_summary import JudgeSummary, summarize
+from streams.judge_summary import TIMEOUT_MARK, JudgeSummary, summarize
 from streams.reconcile import NoSuccessfulJudge, reconcile_summaries
 from streams.routing import route_evaluation
 from streams.stage import Clock, HoldBudget, Inbound, RubricLookup, State, Step
 
 log = logging.getLogger("judgeflow.streams")
-TIMEOUT_MARK = "timeout:"
 RESUME = b'{"kind":"resume"}'
 EXPIRE = b'{"kind":"expire"}'
 
@@ -61,6 +63,7 @@ STORED_KEYS = {
     "first_seen_at": "seen", "finalized_at": "final_at", "waiting_for": "waiting",  # RunState
     "submission_id": "sub", "expected_judge_models": "expect", "judge_timeout_seconds": "timeout",
     "started_at": "start",  # RunInfo
+    "released_by": "rel_by",  # RunState
     "trigger": "by",  # Revision
     "judge_run_id": "id", "judge_model": "model", "raw_b64": "raw",  # HeldOutput
 }  # fmt: skip
@@ -118,6 +121,10 @@ class RunState(Stored):
     """The run's rubric, once the run is known."""
     run: RunInfo | None = None
     held: list[HeldOutput] = Field(default_factory=list)
+    released_by: str | None = None
+    """The input ("run" or "resume") that released the held outputs: each goes back through the re-keyed topic
+    and is validated with the rubric there like any output; it stays held until it is back (a redelivered
+    release sends what is still held again)."""
     judges: list[JudgeSummary] = Field(default_factory=list)
     revisions: list[Revision] = Field(default_factory=list)
     first_seen_at: int
@@ -211,22 +218,82 @@ def on_output(
     state: RunState, output: JudgeOutput, source: SourceRef, raw: bytes, rubrics: RubricLookup, now: datetime,
     *, checked: bool = False,
 ) -> tuple[RunState, list[Outgoing]]:  # fmt: skip
-    """A valid judge output arrived (`checked`: already validated against the run's rubric).
-    A duplicate (same judge_run_id) re-sends what it caused, and changes nothing."""
-    if state.knows(output.judge_run_id):
+    """A valid judge output arrived (`checked`: validated against the run's rubric). Unchecked, it is held. A
+    duplicate (same judge_run_id) re-sends what it caused, and changes nothing; a released output coming back
+    checked takes its place among the judges."""
+    if any(j.judge_run_id == output.judge_run_id for j in state.judges):
         return state, resend(state, output.judge_run_id, rubrics)
     if state.final:
         return state, []  # late (e.g. after its judge's timeout stub): projected, not reconciled
-    state = _copy(state)
-    out: list[Outgoing] = []
-    if checked and state.run is not None:
-        state.judges.append(summarize(output))
-        out += _revise(state, rubrics, now, output.judge_run_id, final=False)
-    else:
+    waiting = _held_index(state, output.judge_run_id)
+    if not (checked and state.run is not None):
+        if waiting is not None:
+            return state, []  # another copy of an output already held
+        state = _copy(state)
         state.held.append(HeldOutput(judge_run_id=output.judge_run_id, judge_model=output.judge_model,
                                      source=source.coordinates(), raw_b64=base64.b64encode(raw).decode()))  # fmt: skip
-    out += _advance(state, rubrics, now, output.judge_run_id)
-    return state, out
+        return state, _advance(state, rubrics, now, output.judge_run_id)
+    state = _copy(state)
+    _unhold(state, waiting)
+    state.judges.append(summarize(output))
+    out = _revise(state, rubrics, now, output.judge_run_id, final=False)
+    return state, out + _advance(state, rubrics, now, output.judge_run_id)
+
+
+def _held_index(state: RunState, judge_run_id: str) -> int | None:
+    return next((i for i, h in enumerate(state.held) if h.judge_run_id == judge_run_id), None)
+
+
+def _unhold(state: RunState, index: int | None) -> None:
+    if index is not None:
+        del state.held[index]
+        if not state.held:
+            state.released_by = None
+
+
+def on_refused(
+    state: RunState, output: JudgeOutput, dead: Outgoing, rubrics: RubricLookup, now: datetime
+) -> tuple[RunState, list[Outgoing]]:
+    """A judge output its run's rubric refused (`dead`: its dead letter): that judge failed in this run. A
+    redelivery re-sends the failed record and what it caused."""
+    stub = _refused_stub(state, output, dead)
+    if stub is None:
+        return state, []
+    if any(j.judge_run_id == stub.judge_run_id for j in state.judges):
+        return state, [_published(stub, dead)] + resend(state, stub.judge_run_id, rubrics)
+    if state.final:
+        return state, []
+    state = _copy(state)
+    _unhold(state, _held_index(state, output.judge_run_id))
+    state.judges.append(summarize(stub))
+    out = [_published(stub, dead), *_revise(state, rubrics, now, stub.judge_run_id, final=False)]
+    return state, out + _advance(state, rubrics, now, stub.judge_run_id)
+
+
+def _refused_stub(state: RunState, output: JudgeOutput, dead: Outgoing) -> JudgeOutput | None:
+    """The failed record standing for an output refused against the rubric (None if it is not this run's)."""
+    if state.run is None or output.evaluation_run_id != state.evaluation_run_id:
+        return None
+    codes = dict(dead.headers).get(H_ERROR_CODES, b"").decode() or "REFUSED"
+    return _stub(state, state.run, output.judge_model, codes,
+                 judge_run_id=event_id("refused-stub", state.evaluation_run_id, output.judge_run_id),
+                 telemetry_reason="judge output refused against its rubric",
+                 started_at=output.judge_started_at)  # fmt: skip
+
+
+def _published(stub: JudgeOutput, dead: Outgoing) -> Outgoing:
+    """A failed record goes on the validated topic like any output, pointing at the refused output's source."""
+    source = dict(dead.headers).get(H_SOURCE, b"")
+    return Outgoing("judge_outputs_valid", stub.evaluation_run_id.encode(), stub.model_dump_json().encode(),
+                    [(H_SOURCE, source), (H_SOURCE_VERSION, stub.schema_version.encode())])  # fmt: skip
+
+
+def _reinjected(state: RunState) -> list[Outgoing]:
+    """The held outputs, sent back through the re-keyed topic (with their source coordinates) to be validated
+    with the rubric that is now known."""
+    key = state.evaluation_run_id.encode()
+    return [Outgoing("judge_outputs_rekeyed", key, item.raw(), [(H_SOURCE, item.source.encode())])
+            for item in state.held]  # fmt: skip
 
 
 def on_run(
@@ -261,8 +328,9 @@ def resend(state: RunState, trigger: str, rubrics: RubricLookup) -> list[Outgoin
     rubric = rubrics(state.rubric_version_id)
     if rubric is None:
         return []
-    return [r for i, rev in enumerate(state.revisions) if state.trigger_of(rev) == trigger
-            for r in _records(state, rubric, i)]  # fmt: skip
+    released = _reinjected(state) if state.held and trigger == state.released_by else []
+    return released + [r for i, rev in enumerate(state.revisions) if state.trigger_of(rev) == trigger
+                       for r in _records(state, rubric, i)]  # fmt: skip
 
 
 def _advance(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str) -> list[Outgoing]:
@@ -272,17 +340,9 @@ def _advance(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str
     rubric = rubrics(state.rubric_version_id)
     assert rubric is not None
     out: list[Outgoing] = []
-    held, state.held = state.held, []
-    for item in held:
-        src = SourceRef.parse(item.source)
-        raw = item.raw()
-        try:
-            output = validate_judge_output(raw, rubric=rubric).event
-        except ContractError as err:
-            out.append(dead_letter(raw, src, "judge_output", err))
-            continue
-        state.judges.append(summarize(output))
-        out += _revise(state, rubrics, now, trigger, final=False)
+    if state.held and state.released_by is None:
+        state.released_by = trigger
+        out += _reinjected(state)
     if not state.final and set(state.run.expected_judge_models) <= {j.judge_model for j in state.judges}:
         out += _revise(state, rubrics, now, trigger, final=True)
     return out
@@ -372,15 +432,16 @@ def timeout_stubs(state: RunState, now: datetime) -> list[JudgeOutput]:
     return [_stub(state, run, judge, reason) for judge in run.expected_judge_models if judge not in present]
 
 
-def _stub(state: RunState, run: RunInfo, judge: str, reason: str) -> JudgeOutput:
+def _stub(state: RunState, run: RunInfo, judge: str, reason: str, *, judge_run_id: str | None = None,
+          telemetry_reason: str = "judge timed out", started_at: str | None = None) -> JudgeOutput:  # fmt: skip
     unavailable = {"tool_call_count": None, "step_count": None, "error_count": None, "error_rate": None,
                    "total_tokens_used": None, "wall_time_seconds": None,
-                   "telemetry_unavailable_reason": "judge timed out"}  # fmt: skip
+                   "telemetry_unavailable_reason": telemetry_reason}  # fmt: skip
     return JudgeOutput.model_validate(
         {
             "schema_version": "2.1",
             "judge_model": judge,
-            "judge_run_id": event_id("timeout-stub", state.evaluation_run_id, judge),
+            "judge_run_id": judge_run_id or event_id("timeout-stub", state.evaluation_run_id, judge),
             "evaluation_run_id": state.evaluation_run_id,
             "submission_id": run.submission_id,
             "rubric_version_id": state.rubric_version_id,
@@ -397,7 +458,7 @@ def _stub(state: RunState, run: RunInfo, judge: str, reason: str) -> JudgeOutput
             "status": "failed",
             "failure_reason": reason,
             "completed_lane_keys": [],
-            "judge_started_at": run.started_at,
+            "judge_started_at": started_at or run.started_at,
             "judge_completed_at": None,
         }
     )
@@ -504,26 +565,42 @@ class RunStage:
             state, out = on_resume(load(stored), self.rubrics, now)
             return self._keep(state, out, now)
         known_state = load(stored) if stored else None
-        started = known_state is not None and known_state.run is not None and not known_state.final
-        rubric = self.rubrics(known_state.rubric_version_id or "") if known_state is not None and started else None
+
+        def rubric_for(output: JudgeOutput) -> RubricVersion | None:
+            """The rubric of the run this output names, once that run is known here."""
+            if (
+                known_state is None
+                or known_state.run is None
+                or known_state.evaluation_run_id != output.evaluation_run_id
+            ):
+                return None
+            return self.rubrics(known_state.rubric_version_id or "")
+
         origin = record.origin()
-        admitted = admit_judge_output(raw, origin, rubric=rubric, max_bytes=self.max_payload_bytes)
+        admitted = admit_judge_output(raw, origin, rubric_for=rubric_for, max_bytes=self.max_payload_bytes)
         output = admitted.event
         if output is None:
-            return Step.emit(admitted.records)
+            if admitted.refused is None or known_state is None:
+                return Step.emit(admitted.records)
+            state, out = on_refused(known_state, admitted.refused, admitted.records[0], self.rubrics, now)
+            records = [*admitted.records, *out]
+            return Step.emit(records) if state is known_state else self._keep(state, records, now)
         if record.role == "judge_outputs" and key != output.evaluation_run_id:
             return Step.emit([Outgoing("judge_outputs_rekeyed", output.evaluation_run_id.encode(), raw,
                                        [(H_SOURCE, origin.coordinates().encode())])])  # fmt: skip
         state = known_state or RunState.new(output.evaluation_run_id, record.src.partition, now)
         known = state.knows(output.judge_run_id)
-        if not known and rubric is None and not state.final and self.hold is not None and self.hold.full():
+        checked = rubric_for(output) is not None
+        if not known and not checked and not state.final and self.hold is not None and self.hold.full():
             return Step.emit([over_hold_limit(raw, origin, "judge_output", self.hold.limit)])
         final = state.final
-        state, out = on_output(state, output, origin, raw, self.rubrics, now, checked=rubric is not None)
-        records = [*admitted.records, *out]
+        before = state
+        state, out = on_output(state, output, origin, raw, self.rubrics, now, checked=checked)
+        # Published as valid only once validated with its rubric: a held output is published when released.
+        records = [*(admitted.records if checked else []), *out]
         if final and not known:
             return Step.emit(records, late=True)
-        return Step.emit(records) if known else self._keep(state, records, now)
+        return Step.emit(records) if state is before else self._keep(state, records, now)
 
     def _alert(self, state: RunState, kind: str, now: datetime) -> Step:
         if kind in state.alerted:

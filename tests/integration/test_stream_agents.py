@@ -76,7 +76,7 @@ def test_missing_judge_times_out_into_a_failed_stub(kafka_bootstrap: str, tmp_pa
     assert final.final_reason == "timeout"
     assert final.result.judge_count == 3 and final.result.successful_judge_count == 2
     assert final.result.failed_judges == [workload.JUDGE_MODELS[2]]
-    assert final.result.notice == "1 judge unavailable"
+    assert final.result.notice == f"1 judge unavailable: {workload.JUDGE_MODELS[2]} timed out"
     stubs = [json.loads(r.value) for r in got if r.topic == names.judge_outputs
              and json.loads(r.value).get("status") == "failed"]  # fmt: skip
     assert len(stubs) == 1 and stubs[0]["failure_reason"].startswith("timeout:")

@@ -151,10 +151,15 @@ def test_failed_judge_excluded_notice_and_missing() -> None:
     assert result.judge_count == 3 and result.successful_judge_count == 2
     assert result.final_overall_score == 70 and result.final_adjusted_score == 60
     assert result.failed_judges == ["c-judge"] and result.missing_judges == ["d-judge"]
-    assert result.notice == "2 judges unavailable"
-    one = reconcile([parse_judge_output(d) for d in docs[:2]], expected_judges=["a-judge", "b-judge", "c-judge"])
-    assert one.notice == "1 judge unavailable"
+    # d-judge is not in yet: listed as missing, never counted as unavailable (seed 000 #10 means failed judges)
+    assert result.notice == "1 judge unavailable: c-judge failed"
+    pending = reconcile([parse_judge_output(d) for d in docs[:2]], expected_judges=["a-judge", "b-judge", "c-judge"])
+    assert pending.notice is None and pending.missing_judges == ["c-judge"]
     assert reconcile([parse_judge_output(d) for d in docs[:2]]).notice is None
+    timed_out = output_doc(3, "d-judge", "failed", {}, "low", [])
+    timed_out["failure_reason"] = "timeout: no output within the 30s judge timeout"
+    both = reconcile([parse_judge_output(d) for d in [*docs, timed_out]])
+    assert both.notice == "2 judges unavailable: c-judge failed, d-judge timed out"
 
 
 def test_adjusted_score_floors_at_zero_and_weighted_final() -> None:

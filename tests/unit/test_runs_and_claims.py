@@ -3,6 +3,7 @@ holding, duplicates, timeouts, second judge."""
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import random
@@ -24,6 +25,7 @@ from schemas import (
 )
 from streams import claims, runs
 from streams.envelope import SourceRef
+from streams.stage import Inbound
 
 NOW = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
 RUBRIC = parse_rubric(workload.rubric())
@@ -51,19 +53,28 @@ def outputs() -> list[Any]:
 
 
 def drive(steps: list[tuple[str, Any]], rubric_known_from: int = 0) -> tuple[runs.RunState, list[Any]]:
-    state = runs.RunState.new(RUN_ID, 0, NOW)
-    sent = []
+    """The steps through `RunStage.handle` as the wiring runs it: states stored as Faust stores them, records
+    the stage sends to the re-keyed topic read back by the same stage."""
+    known = {"rubric": False}
+    stage = runs.RunStage(lambda rid: RUBRIC if known["rubric"] and rid == RUBRIC.rubric_version_id else None,
+                          clock=lambda: NOW, retention=timedelta(days=7), max_payload_bytes=1_000_000)  # fmt: skip
+    stored: dict[str, Any] | None = None
+    sent: list[Any] = []
+    key = RUN_ID.encode()
     for i, (kind, item) in enumerate(steps):
-        rubrics = lookup(i >= rubric_known_from)
-        if kind == "run":
-            state, out = runs.on_run(state, item, rubrics, NOW)
-        elif kind == "output":
-            state, out = runs.on_output(state, item, SRC, raw(item), rubrics, NOW)
-        else:
-            state, out = runs.on_resume(state, rubrics, NOW)
-        sent.extend(out)
-        state = runs.load(json.loads(json.dumps(state.doc())))  # as stored
-    return state, sent
+        known["rubric"] = i >= rubric_known_from
+        role, value = {"run": ("runs", item and raw(item)), "output": ("judge_outputs", item and raw(item)),
+                       "resume": ("reconcile_control", runs.RESUME)}[kind]  # fmt: skip
+        pending: list[tuple[str, bytes, SourceRef]] = [(role, value, SourceRef(role, 0, i, key))]
+        while pending:
+            role, value, src = pending.pop(0)
+            step = stage.handle(Inbound(role, key, value, src, {}), stored)
+            if step.changed:
+                stored = None if step.state is None else json.loads(json.dumps(step.state))
+            sent.extend(step.records)
+            pending += [(r.role, r.value, SourceRef(r.role, 0, i, key)) for r in step.records
+                        if r.role == "judge_outputs_rekeyed"]  # fmt: skip
+    return (runs.load(stored) if stored else runs.RunState.new(RUN_ID, 0, NOW)), sent
 
 
 def revisions(sent: list[Any]) -> list[ReconciliationRevision]:
@@ -101,18 +112,33 @@ def test_held_until_rubric_and_run() -> None:
 
 def test_duplicate_output_changes_nothing_and_resends_the_same_bytes() -> None:
     state, first = drive([("run", run_event()), ("output", outputs()[0])])
-    again, resent = runs.on_output(state, outputs()[0], SRC, raw(outputs()[0]), lookup(), NOW + timedelta(1))
+    again, resent = runs.on_output(state, outputs()[0], SRC, raw(outputs()[0]), lookup(), NOW + timedelta(1),
+                                   checked=True)  # fmt: skip
     assert again == state and [r.value for r in resent] == [r.value for r in first if r.role == "reconciled"]
 
 
-def test_unknown_lane_is_dead_lettered_not_dropped_silently() -> None:
-    doc = workload.judge_output(random.Random(1), RUN_ID, "gpt-4o")
-    doc["lane_scores"][0]["lane_key"] = "vibes"
-    doc["completed_lane_keys"][0] = "vibes"
-    state, sent = drive([("run", run_event()), ("output", parse_judge_output(doc))])
-    [dlq] = [r for r in sent if r.role == "invalid"]
-    assert InvalidEvent.model_validate_json(dlq.value).error_codes == ["UNKNOWN_LANE_KEY"]
-    assert state.judges == []
+def test_an_output_its_rubric_refuses_is_dead_lettered_and_counts_as_its_judge_failing() -> None:
+    """DESIGN decision 13: the bytes received go to the dead letter with the code, a failed record takes the
+    output's place (never its scores), and the run reconciles without that judge at once: no timeout."""
+    docs = [workload.judge_output(random.Random(4 + i), RUN_ID, m) for i, m in enumerate(workload.JUDGE_MODELS)]
+    docs[1]["lane_scores"][0]["lane_key"] = "vibes"
+    docs[1]["completed_lane_keys"][0] = "vibes"
+    for held in (False, True):  # refused on arrival, or when its held output is released
+        steps: list[tuple[str, Any]] = [("output", parse_judge_output(d)) for d in docs]
+        steps = [*steps, ("run", run_event())] if held else [("run", run_event()), *steps]
+        state, sent = drive(steps)
+        [dlq] = [InvalidEvent.model_validate_json(r.value) for r in sent if r.role == "invalid"]
+        assert dlq.error_codes == ["UNKNOWN_LANE_KEY"]
+        assert base64.b64decode(dlq.original_b64) == raw(parse_judge_output(docs[1]))
+        valid = [json.loads(r.value) for r in sent if r.role == "judge_outputs_valid"]
+        refused = [v for v in valid if v["judge_model"] == docs[1]["judge_model"]]
+        assert [(v["status"], v["failure_reason"], v["lane_scores"]) for v in refused] == [
+            ("failed", "UNKNOWN_LANE_KEY", [])]  # fmt: skip
+        final = revisions(sent)[-1]
+        assert final.status == "final" and final.final_reason == "all_judges_in" and state.final
+        assert final.result.successful_judge_count == 2
+        assert final.result.notice == f"1 judge unavailable: {docs[1]['judge_model']} failed"
+        assert state.held == [] and runs.timeout_stubs(state, NOW + timedelta(hours=1)) == []
 
 
 def test_timeout_stubs_then_final_with_notice() -> None:
@@ -123,10 +149,11 @@ def test_timeout_stubs_then_final_with_notice() -> None:
     assert stub.status == "failed" and stub.judge_model == workload.JUDGE_MODELS[2]
     assert stub.failure_reason and stub.failure_reason.startswith("timeout:")
     assert runs.timeout_stubs(state, NOW + timedelta(seconds=6))[0].judge_run_id == stub.judge_run_id
-    state, sent = runs.on_output(state, stub, SRC, raw(stub), lookup(), NOW)
+    state, sent = runs.on_output(state, stub, SRC, raw(stub), lookup(), NOW, checked=True)
     final = revisions(sent)[-1]
     assert final.status == "final" and final.final_reason == "timeout"
-    assert final.result.successful_judge_count == 2 and final.result.notice == "1 judge unavailable"
+    assert final.result.successful_judge_count == 2
+    assert final.result.notice == f"1 judge unavailable: {workload.JUDGE_MODELS[2]} timed out"
     assert runs.timeout_stubs(state, NOW + timedelta(seconds=60)) == []
 
 
@@ -135,7 +162,7 @@ def test_all_judges_failed_routes_to_humans() -> None:
     state, _ = drive([("run", run)])
     sent = []
     for stub in runs.timeout_stubs(state, NOW + timedelta(seconds=2)):
-        state, out = runs.on_output(state, stub, SRC, raw(stub), lookup(), NOW)
+        state, out = runs.on_output(state, stub, SRC, raw(stub), lookup(), NOW, checked=True)
         sent += out
     [decision] = [RoutingDecision.model_validate_json(r.value) for r in sent if r.role == "human_review"]
     assert decision.reason == "no_successful_judge" and state.final
