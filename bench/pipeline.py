@@ -1,10 +1,13 @@
 """judgeflow end to end: worker and projector processes, producer to Postgres.
 
 Throughput is input events over the time from the first send to the moment
-Postgres shows every decision and has projected every record. Latency is,
-per input, its send time to the commit that made its decision visible: the
+Postgres shows every decision and has projected every record. Latency
+(`LATENCY`) is, per judge output and per claim check, the judge's send to the
+commit that made the input's own row visible: its `judge_outputs` row (or
+`claim_checks` row), written from the worker's validated record. The
 projector stores its offsets in the same transaction as the rows, so polling
-`projection_offsets` says when each decision record's rows became visible.
+`projection_offsets` every 20 ms says when each record's rows became visible.
+The decision latency (`DECISION_LATENCY`) is reported beside it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import psycopg
 
 from bench import harness
@@ -24,6 +28,9 @@ from judgeflow import workload
 from projections.migrate import migrate
 from projections.projector import PROJECTED_ROLES
 from streams.topics import TopicNames
+
+LATENCY = "judge's send -> its judge_outputs / claim_checks row visible in Postgres (20 ms polls)"
+DECISION_LATENCY = "judge's send -> the commit that made its decision visible (first revision or routing decision)"
 
 
 @dataclass
@@ -83,6 +90,7 @@ class PipelineResult:
     p50_ms: float
     p95_ms: float
     p99_ms: float
+    """`LATENCY`, percentiles in ms."""
     rate: float | None
     worker_rss_mb: float
     samples: int
@@ -90,6 +98,10 @@ class PipelineResult:
     projector_cpu_s: float = 0.0
     prefix: str = ""
     """The run's topic prefix: its topics stay, for the projector-alone measurement."""
+    decision_p50_ms: float = 0.0
+    """`DECISION_LATENCY`, percentiles in ms."""
+    decision_p95_ms: float = 0.0
+    decision_p99_ms: float = 0.0
 
 
 class VisibilityPoller:
@@ -184,20 +196,44 @@ async def run_pipeline(
     finally:
         for p in procs:
             p.stop()
-    latencies = await _latencies(bootstrap, names, wl, sent, poller)
+    latencies = await _row_latencies(bootstrap, names, wl, sent, poller)
+    decisions = await _latencies(bootstrap, names, wl, sent, poller)
     seconds = done_at - sent[0]
     return PipelineResult(
         events=len(wl.records), seconds=seconds, events_per_s=len(wl.records) / seconds,
         p50_ms=harness.percentile(latencies, 50), p95_ms=harness.percentile(latencies, 95),
         p99_ms=harness.percentile(latencies, 99), rate=rate, worker_rss_mb=rss, samples=len(latencies),
         worker_cpu_s=cpu[0], projector_cpu_s=cpu[1], prefix=prefix,
+        decision_p50_ms=harness.percentile(decisions, 50), decision_p95_ms=harness.percentile(decisions, 95),
+        decision_p99_ms=harness.percentile(decisions, 99),
     )  # fmt: skip
+
+
+async def _row_latencies(bootstrap: str, names: TopicNames, wl: Workload, sent: list[float],
+                         poller: VisibilityPoller) -> list[float]:  # fmt: skip
+    """`LATENCY` per judge output and claim check: its send -> the commit of its own
+    row, which the projector writes from the worker's validated record."""
+    validated = await harness.read_all(bootstrap, [names.judge_outputs_valid, names.checks_valid])
+    latencies: list[float] = []
+    for record in validated:
+        doc = orjson.loads(record.value)
+        if record.topic == names.judge_outputs_valid:
+            index = wl.output_of.get(doc.get("judge_run_id"))
+        else:
+            index = wl.claim_of.get(doc.get("claim_id"))
+        at = poller.visible_at(record.topic, record.partition, record.offset)
+        if index is None or at is None:
+            continue  # the warm-up claim
+        latencies.append((at - sent[index]) * 1000)
+    if not latencies:
+        raise RuntimeError("no judge output or claim check row became visible")
+    return latencies
 
 
 async def _latencies(bootstrap: str, names: TopicNames, wl: Workload, sent: list[float],
                      poller: VisibilityPoller) -> list[float]:  # fmt: skip
-    """Per input: send time -> its decision's rows visible (claims: the routing
-    decision; judge outputs: the first revision that includes them)."""
+    """`DECISION_LATENCY` per input: send time -> its decision's rows visible (claims:
+    the routing decision; judge outputs: the first revision that includes them)."""
     decided = await harness.read_all(bootstrap, [names.done, names.second_judge, names.human_review, names.reconciled])
     latencies: list[float] = []
     seen: set[str] = set()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import time
@@ -42,6 +43,13 @@ PROJECTED_ROLES = (
     "rubrics", "runs", "judge_outputs", "checks", "reviews", "judge_outputs_valid", "checks_valid",
     "invalid", "reconciled", "done", "second_judge", "human_review", "alerts",
 )  # fmt: skip
+
+DEFAULT_BATCH = 2000
+"""Records per batch at most (`JUDGEFLOW_PROJECTOR_BATCH`)."""
+DEFAULT_LINGER_MS = 20.0
+"""The flush interval (`JUDGEFLOW_PROJECTOR_LINGER_MS`): how long a batch keeps
+collecting after its first record arrived; a row is visible this long plus the
+batch's write after its record reached the projector (see `Projector._fetch`)."""
 
 FAULT_KILL_IN_BATCH = "JUDGEFLOW_FAULT_KILL_IN_BATCH"
 """Tests only: SIGKILL this process inside the Nth batch's transaction that gets
@@ -105,8 +113,8 @@ class Projector:
         schema: str = DEFAULT_SCHEMA,
         consumer_name: str = "projector",
         group_id: str = "judgeflow-projector",
-        max_records: int = 2000,
-        linger_ms: float = 20.0,
+        max_records: int = DEFAULT_BATCH,
+        linger_ms: float = DEFAULT_LINGER_MS,
         client: dict[str, Any] | None = None,
         observer: ProjectorObserver | None = None,
         stall_seconds: float = 60.0,
@@ -152,6 +160,9 @@ class Projector:
         self._consumer: Any = None
         self._rebuild = asyncio.Event()
         self._fatal: str | None = None
+        self._since = time.monotonic()
+        """When the records not yet fetched can have arrived at the earliest: the
+        moment the last batch closed, or the consumer was last seen empty."""
 
     def stop(self) -> None:
         self._stop.set()
@@ -389,24 +400,39 @@ class Projector:
         return max(known, sum(len(consumer.partitions_for_topic(t) or ()) for t in self.topics))
 
     async def _fetch(self, consumer: Any) -> list[Record]:
-        """Up to `max_records`; once the first records are in, keep collecting for
-        `linger_s`. One transaction then carries a few dozen records instead of
-        one or two, which at moderate load cost more CPU than the rows."""
+        """Up to `max_records`, collected for at most `linger_s` after the earliest
+        moment the first of them can have reached this process.
+
+        Lingering lets one transaction carry a few dozen records instead of one or
+        two (at moderate load the per-transaction cost exceeds the rows'). Records
+        that came in while the previous batch was being written have waited since
+        that batch closed: the linger counts from then, so they go as soon as the
+        write is done when it took longer than the linger, and a record waits for
+        at most one linger plus the writes in flight, never two lingers."""
         records: list[Record] = []
-        deadline = None
-        while len(records) < self.max_records:
-            timeout = 0.2 if deadline is None else deadline - time.monotonic()
-            if timeout <= 0:
-                break
-            batch = await consumer.getmany(timeout_ms=int(timeout * 1000), max_records=self.max_records - len(records))
+
+        def take(batch: dict[Any, list[Any]]) -> None:
             records.extend(
                 Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers or ()), r.timestamp)
                 for part in batch.values() for r in part
             )  # fmt: skip
-            if not records:
+
+        take(await consumer.getmany(timeout_ms=0, max_records=self.max_records))
+        if records:
+            since = self._since  # already buffered: they arrived after the last batch closed
+        else:
+            take(await consumer.getmany(timeout_ms=200, max_records=self.max_records))
+            since = time.monotonic()  # nothing was buffered: these arrived just now
+        if not records:
+            self._since = time.monotonic()
+            return records
+        deadline = since + self.linger_s
+        while len(records) < self.max_records:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 break
-            if deadline is None:
-                deadline = time.monotonic() + self.linger_s
+            take(await consumer.getmany(timeout_ms=math.ceil(left * 1000), max_records=self.max_records - len(records)))
+        self._since = time.monotonic()
         return records
 
     def _before_commit(self) -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from projections.rows import OWNED, Rows
 
@@ -126,6 +127,19 @@ STAGED: dict[str, tuple[str, str]] = {
 """Tables whose insert only ever skips conflicts: (target table, column list)."""
 
 
+STAGED_BINARY: dict[str, list[str]] = {
+    "raw_events": ["text", "int4", "int8", "bytea", "jsonb", "bytea", "jsonb", "timestamptz"],
+}
+"""Staged tables COPYed in binary (column types in `INSERTS` order): a raw event's
+value goes as its bytes, not hex-encoded to twice its size and decoded again by
+the server. Their jsonb columns hold JSON text already (the event's own text)."""
+
+
+def _as_is(text: str) -> str:
+    """The jsonb text as it is: checked when the row was made, never re-encoded."""
+    return text
+
+
 def _insert(cur: psycopg.Cursor, name: str, batch: list[tuple[object, ...]], *, returning: bool = False) -> set[Any]:
     """Insert skipping conflicts; with `returning`, the ids (first column) of the rows inserted."""
     staged = STAGED.get(name)
@@ -135,9 +149,20 @@ def _insert(cur: psycopg.Cursor, name: str, batch: list[tuple[object, ...]], *, 
     table, cols = staged
     stage = f"stage_{table}"
     cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
-    with cur.copy(f"COPY {stage} ({cols}) FROM STDIN") as copy:
-        for row in batch:
-            copy.write_row(row)
+    types = STAGED_BINARY.get(name)
+    with cur.copy(f"COPY {stage} ({cols}) FROM STDIN" + (" (FORMAT BINARY)" if types else "")) as copy:
+        if types:
+            copy.set_types(types)
+            jsonb = [i for i, t in enumerate(types) if t == "jsonb"]
+            for row in batch:
+                values = list(row)
+                for i in jsonb:
+                    if values[i] is not None:
+                        values[i] = Jsonb(values[i], dumps=_as_is)
+                copy.write_row(values)
+        else:
+            for row in batch:
+                copy.write_row(row)
     insert = f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {stage} ON CONFLICT DO NOTHING"
     if not returning:
         cur.execute(insert)
