@@ -35,7 +35,7 @@ from schemas import (
     parse_rubric,
 )
 from schemas.decoding import MAX_PAYLOAD_BYTES
-from streams.edge import H_SOURCE, H_SOURCE_VERSION, H_WARNINGS, SourceRef, dead_letter
+from streams.edge import H_SOURCE, H_SOURCE_VERSION, H_WARNINGS, SourceRef, dead_letter, require_key
 from streams.topics import INPUT_ROLES, TopicNames
 
 ROW_NS = uuid.UUID("5b8f0c1e-7a2d-5f3e-9c41-2d6e8a0b4f17")
@@ -173,10 +173,12 @@ def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:
     try:
         if role == "rubrics":
             r = parse_rubric(record.value)
+            require_key(record.key, r.rubric_version_id, "rubric_version_id")
             rows.add("rubrics", (r.rubric_version_id, r.name, r.schema_version, r.model_dump_json(),
                                  r.created_at, at, record.offset))  # fmt: skip
         elif role == "runs":
             run = parse_evaluation_run(record.value)
+            require_key(record.key, run.evaluation_run_id, "evaluation_run_id")
             rows.add("submission_seen", (run.submission_id, at))
             rows.add("rubric_seen", (run.rubric_version_id, at))
             rows.add("evaluation_runs", (run.evaluation_run_id, run.submission_id, run.rubric_version_id,

@@ -105,6 +105,13 @@ def dead_letter(
     )
 
 
+def require_key(key: bytes | None, ident: str, field: str) -> None:
+    """Rubric and run records are keyed by their id: one under another key is refused everywhere it is read
+    (KEY_MISMATCH), never used."""
+    if key is not None and key.decode(errors="replace") != ident:
+        raise ContractError.single("KEY_MISMATCH", f"key must be the {field}")
+
+
 def over_hold_limit(raw: bytes, src: SourceRef, contract: str, limit: int) -> Outgoing:
     """The dead letter of a valid event that would have to wait while the hold is full."""
     err = ContractError.single("HOLD_LIMIT_EXCEEDED", f"{limit} events already held for a rubric or run")

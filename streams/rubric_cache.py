@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from schemas import ContractError, RubricVersion, parse_rubric
-from streams.edge import dead_letter
+from streams.edge import dead_letter, require_key
 from streams.stage import Inbound, State, Step
 
 log = logging.getLogger("judgeflow.rubrics")
@@ -100,7 +100,8 @@ class RubricStage:
             rubric = parse_rubric(record.value)
         except ContractError as err:
             return Step.emit([dead_letter(record.value, record.src, "rubric", err)])
-        if record.key is not None and record.key.decode(errors="replace") != rubric.rubric_version_id:
-            mismatch = ContractError.single("KEY_MISMATCH", "key must be the rubric_version_id")
+        try:
+            require_key(record.key, rubric.rubric_version_id, "rubric_version_id")
+        except ContractError as mismatch:
             return Step.emit([dead_letter(record.value, record.src, "rubric", mismatch)])
         return Step.emit([])

@@ -45,7 +45,7 @@ from schemas import (
     parse_evaluation_run,
 )
 from schemas.types import parse_timestamp
-from streams.edge import admit_judge_output, dead_letter, over_hold_limit
+from streams.edge import admit_judge_output, dead_letter, over_hold_limit, require_key
 from streams.envelope import H_ERROR_CODES, H_SOURCE, H_SOURCE_VERSION, Outgoing, SourceRef, from_micros, iso, micros
 from streams.ids import event_id
 from streams.judge_summary import TIMEOUT_MARK, JudgeSummary, summarize
@@ -547,9 +547,10 @@ class RunStage:
                 run = parse_evaluation_run(raw)
             except ContractError as err:
                 return Step.emit([dead_letter(raw, record.src, "evaluation_run", err)])
-            if record.key is not None and key != run.evaluation_run_id:
-                return Step.emit([dead_letter(raw, record.src, "evaluation_run", ContractError.single(
-                    "KEY_MISMATCH", "key must be the evaluation_run_id"))])  # fmt: skip
+            try:
+                require_key(record.key, run.evaluation_run_id, "evaluation_run_id")
+            except ContractError as mismatch:
+                return Step.emit([dead_letter(raw, record.src, "evaluation_run", mismatch)])
             state = self._load(stored, run.evaluation_run_id, record, now)
             known = state.run is not None
             state, out = on_run(state, run, self.rubrics, now)
