@@ -348,6 +348,14 @@ def _advance(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str
     return out
 
 
+def _in_run_order(state: RunState, judges: list[JudgeSummary]) -> list[JudgeSummary]:
+    """The judges in the order the run expects them (others after, as they came): a revision over the same
+    judges is the same whatever order their outputs arrived in (held ones come back through a topic)."""
+    assert state.run is not None
+    rank = {model: i for i, model in enumerate(state.run.expected_judge_models)}
+    return sorted(judges, key=lambda j: rank.get(j.judge_model, len(rank)))
+
+
 def _reconcile(state: RunState, rubric: RubricVersion, judges: list[JudgeSummary]) -> ReconciliationResult | None:
     assert state.run is not None
     try:
@@ -376,7 +384,7 @@ def _records(state: RunState, rubric: RubricVersion, index: int) -> list[Outgoin
     run, run_id, rev, final = state.run, state.evaluation_run_id, state.revisions[index], state.is_final(index)
     assert run is not None and state.rubric_version_id is not None
     at = state.time(rev.at)
-    judges = state.judges[: rev.judges]
+    judges = _in_run_order(state, state.judges[: rev.judges])
     result = _reconcile(state, rubric, judges)
     ids = [j.judge_run_id for j in judges]
     status = "final" if final else "provisional"

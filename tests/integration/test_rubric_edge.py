@@ -107,3 +107,40 @@ def test_refused_output_is_its_judges_failure_and_keyed_records_are_used_nowhere
         mine = {(m, status, reason, n) for r, m, status, reason, n in rows if r == run_id}
         assert (refused_model, "failed", "UNKNOWN_LANE_KEY", 0) in mine and len(mine) == 3
     assert stray_rubric["rubric_version_id"] not in rubrics and stray_run["evaluation_run_id"] not in runs
+
+
+def test_warnings_say_which_check_made_them_through_kafka_and_postgres(
+    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
+) -> None:
+    """With its run's rubric known, a lane is checked against the rubric-weighted mean of its dimensions (±1),
+    and a stock-phrase signal is flagged; both are stored per output with the check named in the message."""
+    from schemas import parse_rubric
+
+    prefix = unique_prefix()
+    names = TopicNames.with_prefix(prefix)
+    create_topics(kafka_bootstrap, names)
+    rubric = workload.rubric(workload.stable_id("rubric", prefix))
+    rid, run_id = rubric["rubric_version_id"], workload.stable_id("run", prefix)
+    doc = workload.judge_output(random.Random(5), run_id, "gpt-4o", rubric_id=rid)
+    lane = doc["lane_scores"][0]
+    weights = {d.dimension_key: d.weight for d in parse_rubric(rubric).lane(lane["lane_key"]).dimensions}  # type: ignore[union-attr]
+    weighted = sum(d["score"] * weights[d["dimension_key"]] for d in lane["dimension_scores"]) / sum(weights.values())
+    lane["lane_score"] = min(100, round(weighted) + 4)  # 3-4 points off: only the weighted (±1) check sees it
+    doc["positive_signal"] = "Good job overall, shows a good understanding of the problem"
+    run = workload.evaluation_run(run_id, rubric_id=rid, judges=("gpt-4o",))
+    produce(kafka_bootstrap, [(names.rubrics, rid.encode(), json.dumps(rubric).encode()),
+                              (names.runs, run_id.encode(), json.dumps(run).encode()),
+                              (names.judge_outputs, run_id.encode(), json.dumps(doc).encode())])  # fmt: skip
+    with Worker(kafka_bootstrap, prefix, tmp_path / "w") as worker:
+        consume_until(kafka_bootstrap, [names.judge_outputs_valid], lambda rs: len(rs) >= 1, timeout=90, worker=worker)
+    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema) as projector:
+        ends = projected_topic_ends(kafka_bootstrap, names)
+        wait_for(lambda: projection_reached(database_url, schema, ends), 120, "projector at the end offsets", projector)
+    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+        warnings = {
+            (code, message) for code, message in conn.execute("SELECT code, message FROM judge_output_warnings")
+        }
+    lane_warnings = [m for c, m in warnings if c == "LANE_SCORE_DIVERGES"]
+    assert len(lane_warnings) == 1 and "weighted dimension mean" in lane_warnings[0]
+    assert "unweighted" not in lane_warnings[0]
+    assert {"GENERIC_SIGNAL", "SIGNAL_NOT_CONCRETE"} <= {c for c, _ in warnings}

@@ -39,7 +39,10 @@ def test_validation_agents_route_valid_and_invalid(kafka_bootstrap: str, tmp_pat
     v10 = workload.as_version_1_0(workload.judge_output(rng, run_id, "gemini-1.5-pro"))
     bad_score = {**workload.judge_output(rng, run_id, "gpt-4o"), "overall_score": "72"}
     key = run_id.encode()  # one key, one partition: valid events queue behind poison ones
-    records = [(names.judge_outputs, key, json.dumps(v21).encode())]
+    rubric = workload.rubric()  # outputs are validated with their run's rubric: both come first
+    records = [(names.rubrics, rubric["rubric_version_id"].encode(), json.dumps(rubric).encode()),
+               (names.runs, key, json.dumps(workload.evaluation_run(run_id)).encode()),
+               (names.judge_outputs, key, json.dumps(v21).encode())]  # fmt: skip
     records += [(names.judge_outputs, key, raw) for raw, _ in MALFORMED]
     records += [
         (names.judge_outputs, key, json.dumps(bad_score).encode()),

@@ -55,15 +55,25 @@ def test_poison_traffic_is_dead_lettered_and_nothing_stalls(kafka_bootstrap: str
     rng = random.Random(SEED)
     n_poison, n_valid = 10_000, 400
     template = workload.judge_output(rng, workload.stable_id("run", "template"), "gpt-4o")
-    records, expected_codes, valid_ids = [], Counter(), set()
+    rubric = workload.rubric(workload.stable_id("rubric", prefix))
+    rid = rubric["rubric_version_id"]
+    # Valid outputs are validated with their run's rubric, so each run and the rubric are published first.
+    records: list[tuple[str, bytes, bytes]] = [(names.rubrics, rid.encode(), json.dumps(rubric).encode())]
+    expected_codes: Counter[str] = Counter()
+    valid_ids: set[str] = set()
+
+    def valid(run_id: str, model: str, key: bytes) -> None:
+        doc = workload.judge_output(rng, run_id, model, rubric_id=rid)
+        valid_ids.add(doc["judge_run_id"])
+        run = workload.evaluation_run(run_id, rubric_id=rid)
+        records.extend([(names.runs, run_id.encode(), json.dumps(run).encode()),
+                        (names.judge_outputs, key, json.dumps(doc).encode())])  # fmt: skip
+
     keys = [f"run-{k}".encode() for k in range(8)]  # few keys: poison and valid share partitions
     for i in range(n_poison + n_valid):
         key = keys[i % len(keys)]
         if i % ((n_poison + n_valid) // n_valid) == 0 and len(valid_ids) < n_valid:
-            run_id = workload.stable_id("run", prefix, i)
-            doc = workload.judge_output(rng, run_id, rng.choice(workload.JUDGE_MODELS))
-            valid_ids.add(doc["judge_run_id"])
-            records.append((names.judge_outputs, key, json.dumps(doc).encode()))
+            valid(workload.stable_id("run", prefix, i), rng.choice(workload.JUDGE_MODELS), key)
         else:
             raw, code = poison(rng, template)
             expected_codes[code] += 1
@@ -74,9 +84,7 @@ def test_poison_traffic_is_dead_lettered_and_nothing_stalls(kafka_bootstrap: str
     records.insert(len(records) // 2, (names.judge_outputs, keys[0], huge))
     # The very last record of every partition is valid: a stalled partition cannot hide.
     for key in keys:
-        doc = workload.judge_output(rng, workload.stable_id("run", prefix, "last", key.decode()), "gpt-4o")
-        valid_ids.add(doc["judge_run_id"])
-        records.append((names.judge_outputs, key, json.dumps(doc).encode()))
+        valid(workload.stable_id("run", prefix, "last", key.decode()), "gpt-4o", key)
     produce(kafka_bootstrap, records)
     t0 = time.monotonic()
     with Worker(kafka_bootstrap, prefix, tmp_path) as worker:

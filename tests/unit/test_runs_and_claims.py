@@ -52,17 +52,30 @@ def outputs() -> list[Any]:
     return [parse_judge_output(workload.judge_output(rng, RUN_ID, m)) for m in workload.JUDGE_MODELS]
 
 
-def drive(steps: list[tuple[str, Any]], rubric_known_from: int = 0) -> tuple[runs.RunState, list[Any]]:
+def drive(steps: list[tuple[str, Any]], rubric_known_from: int = 0,
+          rekeyed_last: bool = False) -> tuple[runs.RunState, list[Any]]:  # fmt: skip
     """The steps through `RunStage.handle` as the wiring runs it: states stored as Faust stores them, records
-    the stage sends to the re-keyed topic read back by the same stage."""
+    the stage sends to the re-keyed topic read back by the same stage (`rekeyed_last`: only after every step,
+    as when that topic lags behind)."""
     known = {"rubric": False}
     stage = runs.RunStage(lambda rid: RUBRIC if known["rubric"] and rid == RUBRIC.rubric_version_id else None,
                           clock=lambda: NOW, retention=timedelta(days=7), max_payload_bytes=1_000_000)  # fmt: skip
     stored: dict[str, Any] | None = None
     sent: list[Any] = []
     key = RUN_ID.encode()
-    for i, (kind, item) in enumerate(steps):
+    deferred: list[tuple[str, bytes, SourceRef]] = []
+    for i, (kind, item) in enumerate([*steps, ("rekeyed", None)]):
         known["rubric"] = i >= rubric_known_from
+        if kind == "rekeyed":
+            pending, deferred = deferred, []
+            while pending:
+                role, value, src = pending.pop(0)
+                step = stage.handle(Inbound(role, key, value, src, {}), stored)
+                if step.changed:
+                    stored = None if step.state is None else json.loads(json.dumps(step.state))
+                sent.extend(step.records)
+                pending += [(r.role, r.value, src) for r in step.records if r.role == "judge_outputs_rekeyed"]
+            continue
         role, value = {"run": ("runs", item and raw(item)), "output": ("judge_outputs", item and raw(item)),
                        "resume": ("reconcile_control", runs.RESUME)}[kind]  # fmt: skip
         pending: list[tuple[str, bytes, SourceRef]] = [(role, value, SourceRef(role, 0, i, key))]
@@ -72,8 +85,12 @@ def drive(steps: list[tuple[str, Any]], rubric_known_from: int = 0) -> tuple[run
             if step.changed:
                 stored = None if step.state is None else json.loads(json.dumps(step.state))
             sent.extend(step.records)
-            pending += [(r.role, r.value, SourceRef(r.role, 0, i, key)) for r in step.records
-                        if r.role == "judge_outputs_rekeyed"]  # fmt: skip
+            back = [(r.role, r.value, SourceRef(r.role, 0, i, key)) for r in step.records
+                    if r.role == "judge_outputs_rekeyed"]  # fmt: skip
+            if rekeyed_last:
+                deferred += back
+            else:
+                pending += back
     return (runs.load(stored) if stored else runs.RunState.new(RUN_ID, 0, NOW)), sent
 
 
@@ -101,6 +118,17 @@ def test_every_arrival_order_ends_in_the_same_final_revision() -> None:
             assert got.status == "final"
             assert (got.event_id, got.revision, got.result) == (final.event_id, final.revision, final.result)
             assert sorted(got.judge_run_ids) == sorted(final.judge_run_ids)
+
+
+def test_a_held_output_coming_back_late_changes_no_final_result() -> None:
+    """Released outputs return through a topic; others may be accepted before them. The final revision
+    lists the judges in the run's order, so it is the same as for outputs that arrived in order."""
+    _, ref = drive([("run", run_event())] + [("output", o) for o in outputs()])
+    first, *rest = outputs()
+    _, sent = drive([("output", first), ("run", run_event()), *[("output", o) for o in rest]], rekeyed_last=True)
+    late, final = revisions(sent)[-1], revisions(ref)[-1]
+    assert late.status == "final" and late.event_id == final.event_id
+    assert late.result.model_dump_json() == final.result.model_dump_json()  # judges in the same order
 
 
 def test_held_until_rubric_and_run() -> None:
