@@ -55,3 +55,12 @@ class ContractError(ValueError):
 
     def to_dict(self) -> dict[str, Any]:
         return {"codes": self.codes, "errors": [e.to_dict() for e in self.errors]}
+
+
+class RubricRefusal(ContractError):
+    """A well-formed event its rubric refuses: `event` is what was parsed, for a caller that must act on whose
+    it was (a refused judge output counts as its judge's failure in the run)."""
+
+    def __init__(self, errors: list[ErrorDetail], event: Any):
+        super().__init__(errors)
+        self.event = event

@@ -13,6 +13,7 @@ so every rejection and its codes come from the reference.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from schemas.claim_check import ClaimCheck
 from schemas.decoding import MAX_PAYLOAD_BYTES, decode_object
 from schemas.error_codes import contract_error
-from schemas.errors import ContractError, ContractWarning, ErrorDetail
+from schemas.errors import ContractError, ContractWarning, ErrorDetail, RubricRefusal
 from schemas.events import EvaluationRunStarted, HumanReview
 from schemas.fast import FastContract
 from schemas.judge_output import JudgeOutput
@@ -134,14 +135,28 @@ _FAST_SIMPLE: dict[type[BaseModel], FastContract[Any]] = {
 
 
 def validate_judge_output(
-    data: RawEvent, *, rubric: RubricVersion | None = None, max_bytes: int = MAX_PAYLOAD_BYTES
+    data: RawEvent,
+    *,
+    rubric: RubricVersion | None = None,
+    rubric_for: Callable[[JudgeOutput], RubricVersion | None] | None = None,
+    max_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> Parsed[JudgeOutput]:
+    """Validate one judge output, with `rubric` or the one `rubric_for` finds for the parsed output (the worker
+    knows the rubric of the run the output names). One its rubric refuses raises `RubricRefusal`, which carries
+    the parsed output. Warnings are computed once, with the rubric when there is one."""
     output = _FAST_JUDGE_OUTPUT.parse(data, max_bytes)
     if output is None:
-        return reference_validate_judge_output(data, rubric=rubric, max_bytes=max_bytes)
-    if rubric is not None:
-        check_against_rubric(output, rubric)
-    return Parsed(output, tuple(judge_output_warnings(output, rubric)), output.schema_version)
+        sent, doc = _decode_versioned(data, JUDGE_OUTPUT_VERSIONS, max_bytes)
+        output = _validate(JudgeOutput, doc)
+    else:
+        sent = output.schema_version
+    found = rubric if rubric is not None else rubric_for(output) if rubric_for is not None else None
+    if found is not None:
+        try:
+            check_against_rubric(output, found)
+        except ContractError as err:
+            raise RubricRefusal(err.errors, output) from None
+    return Parsed(output, tuple(judge_output_warnings(output, found)), sent)
 
 
 def parse_judge_output(data: RawEvent, *, rubric: RubricVersion | None = None) -> JudgeOutput:

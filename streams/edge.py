@@ -23,16 +23,14 @@ from schemas import (
     ContractWarning,
     InvalidEvent,
     JudgeOutput,
-    Parsed,
     RoutingDecision,
     RubricVersion,
-    check_against_rubric,
     check_claim_against_rubric,
     validate_claim_check,
     validate_judge_output,
 )
 from schemas.decoding import MAX_PAYLOAD_BYTES, decode_object
-from schemas.quality import judge_output_warnings
+from schemas.errors import RubricRefusal
 from streams.envelope import (
     H_ERROR_CODES,
     H_SOURCE,
@@ -130,16 +128,11 @@ def admit_judge_output(
     stage knows the rubric of the run the output names); the valid one goes on to the validated topic. One
     that is well-formed but refused by its rubric comes back as `refused`, beside its dead letter."""
     try:
-        parsed = validate_judge_output(raw, max_bytes=max_bytes)
+        parsed = validate_judge_output(raw, rubric=rubric, rubric_for=rubric_for, max_bytes=max_bytes)
+    except RubricRefusal as err:
+        return Admitted(None, [dead_letter(raw, src, "judge_output", err)], refused=err.event)
     except ContractError as err:
         return Admitted(None, [dead_letter(raw, src, "judge_output", err)])
-    found = rubric if rubric is not None else rubric_for(parsed.event) if rubric_for is not None else None
-    if found is not None:
-        try:
-            check_against_rubric(parsed.event, found)
-        except ContractError as err:
-            return Admitted(None, [dead_letter(raw, src, "judge_output", err)], refused=parsed.event)
-        parsed = Parsed(parsed.event, tuple(judge_output_warnings(parsed.event, found)), parsed.source_version)
     out = parsed.event
     headers = [
         (H_SOURCE, src.coordinates().encode()),

@@ -337,8 +337,6 @@ def _advance(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str
     _refresh(state, rubrics)
     if state.run is None or state.rubric_version_id is None or state.waiting_for is not None or state.final:
         return []
-    rubric = rubrics(state.rubric_version_id)
-    assert rubric is not None
     out: list[Outgoing] = []
     if state.held and state.released_by is None:
         state.released_by = trigger

@@ -208,3 +208,12 @@ def projection_reached(database_url: str, schema: str, ends: dict[tuple[str, int
     except psycopg.Error:
         return False
     return all(stored.get(tp, 0) >= end for tp, end in ends.items() if end > 0)
+
+
+def project_to_end(bootstrap: str, prefix: str, tmp: Path, database_url: str, schema: str, names: TopicNames,
+                   timeout: float = 120.0) -> None:  # fmt: skip
+    """Run a projector into `schema` until every record published so far is in the read models."""
+    with ProjectorProcess(bootstrap, prefix, tmp, database_url, schema) as projector:
+        ends = projected_topic_ends(bootstrap, names)
+        wait_for(lambda: projection_reached(database_url, schema, ends), timeout, "projector at the end offsets",
+                 projector)  # fmt: skip

@@ -19,15 +19,12 @@ from judgeflow import workload
 from schemas import InvalidEvent, ReconciliationRevision
 from streams.topics import TopicNames
 from tests.support import (
-    ProjectorProcess,
     Worker,
     consume_until,
     create_topics,
     produce,
-    projected_topic_ends,
-    projection_reached,
+    project_to_end,
     unique_prefix,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -92,9 +89,7 @@ def test_refused_output_is_its_judges_failure_and_keyed_records_are_used_nowhere
         assert final.result.failed_judges == [refused_model]
         assert final.result.notice == f"1 judge unavailable: {refused_model} failed"
 
-    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema) as projector:
-        ends = projected_topic_ends(kafka_bootstrap, names)
-        wait_for(lambda: projection_reached(database_url, schema, ends), 120, "projector at the end offsets", projector)
+    project_to_end(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema, names)
     with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
         rows = conn.execute("SELECT evaluation_run_id::text, judge_model, status, failure_reason, "
                             "(SELECT count(*) FROM judge_lane_scores l WHERE l.judge_output_id = o.id) "
@@ -133,9 +128,7 @@ def test_warnings_say_which_check_made_them_through_kafka_and_postgres(
                               (names.judge_outputs, run_id.encode(), json.dumps(doc).encode())])  # fmt: skip
     with Worker(kafka_bootstrap, prefix, tmp_path / "w") as worker:
         consume_until(kafka_bootstrap, [names.judge_outputs_valid], lambda rs: len(rs) >= 1, timeout=90, worker=worker)
-    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema) as projector:
-        ends = projected_topic_ends(kafka_bootstrap, names)
-        wait_for(lambda: projection_reached(database_url, schema, ends), 120, "projector at the end offsets", projector)
+    project_to_end(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema, names)
     with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
         warnings = {
             (code, message) for code, message in conn.execute("SELECT code, message FROM judge_output_warnings")

@@ -18,15 +18,12 @@ from judgeflow import workload
 from schemas import InvalidEvent, RoutingDecision, StaleWorkAlert
 from streams.topics import TopicNames
 from tests.support import (
-    ProjectorProcess,
     Worker,
     consume_until,
     create_topics,
     produce,
-    projected_topic_ends,
-    projection_reached,
+    project_to_end,
     unique_prefix,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -92,9 +89,7 @@ def test_score_ranges_through_kafka_and_postgres(
                                       if r.topic == names.human_review)}  # fmt: skip
     assert {c for c, d in humans.items() if d.reason == "invalid"} == {"claim-out", "claim-held"}
 
-    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema) as projector:
-        ends = projected_topic_ends(kafka_bootstrap, names)
-        wait_for(lambda: projection_reached(database_url, schema, ends), 120, "projector at the end offsets", projector)
+    project_to_end(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema, names)
     with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
         stored = {r[0] for r in conn.execute("SELECT claim_id FROM claim_checks")}
         rubrics = {str(r[0]) for r in conn.execute("SELECT id FROM rubrics")}
