@@ -70,7 +70,7 @@ class Settings:
     session_timeout_seconds: float = 60.0
     state_retention_seconds: float = 7 * 24 * 3600.0
     producer_linger_ms: float = 20.0
-    take_events: int = 1
+    take_events: int = 256  # streams.app.TAKE_EVENTS
     stale_after_seconds: float = 300.0
     max_held_events: int = 100_000
     stall_seconds: float = 60.0

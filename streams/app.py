@@ -37,10 +37,12 @@ ROCKSDB_OPTIONS = {"write_buffer_size": 8 << 20, "max_write_buffer_number": 2, "
                    "block_cache_compressed_size": 8 << 20}  # fmt: skip
 CONTROL_QUIET_SECONDS = 10.0
 """A control record or stub sent by a sweep is not sent again for this long (the agent needs a moment)."""
-TAKE_EVENTS = 1
-"""Events an agent takes from its stream at once (`JUDGEFLOW_TAKE_EVENTS`): a batch is what is already buffered,
-up to this many, acked after the whole batch. One by default: batches of 4,096 measured no cheaper per event
-(CPU time per claim within noise of one at a time), so the simpler path stays the default."""
+TAKE_EVENTS = 256
+"""Events an agent handles per hand-over from its stream (`JUDGEFLOW_TAKE_EVENTS`): the one Faust's stream
+hands over and up to this many minus one of those already in its queue. With fetches delivered in one step
+(`streams.batched_delivery`) the queue holds a whole fetch, and skipping Faust's per-event stream iteration
+for the rest cut the claim step's CPU per event by more than half (bench/PROFILE.md). It also bounds how long
+an agent keeps the event loop: at ~0.5 ms per claim, 256 events are ~0.1 s."""
 SCAN_CHUNK = 2000
 """Keys a sweep reads per tick while it rebuilds its index after the worker's partitions changed."""
 
@@ -258,25 +260,31 @@ def build_app(options: WorkerOptions) -> faust.App:
                 async for event in stream.events():
                     await handle(event)
                 return
-            # Batches of what is already buffered, acked after the whole batch (Faust's `take_events` lost
-            # and re-delivered events under load: its buffer can be cleared while its filler still appends).
-            # A batch ends when it is full or the stream's queue is empty, so nothing waits for a timer.
-            stream.enable_acks = False
+            # Each event Faust's stream hands over brings with it what its queue already buffers: those are
+            # handled here without Faust's per-event stream iteration (a loop turn, sensors, processors per
+            # event), each tracked, made the current event (table writes find their changelog partition
+            # through it) and acked right after its step, as the stream itself would. An event of an older
+            # consumer generation (revoked) is acked unhandled, as Faust skips it: it is read again after the
+            # seek. A queue that is empty ends the batch, so nothing waits for a timer.
             queue = stream.channel.queue
-            batch: list[Any] = []
-            async for event in stream.events():
-                batch.append(event)
-                if len(batch) < options.take_events and not queue.empty():
-                    continue
-                generation = app.consumer_generation_id
-                for taken in batch:
-                    if taken.message.generation_id == generation:  # else revoked: read again after the seek
-                        # Table writes find their changelog partition through the stream's current event.
-                        stream._set_current_event(taken)
-                        await handle(taken)
-                for taken in batch:
-                    await stream.ack(taken)
-                batch.clear()
+            consumer = app.consumer
+            acking = app.topics.acking_topics
+            flow = app.flow_control
+            async for first in stream.events():
+                await handle(first)
+                for _ in range(options.take_events - 1):
+                    if queue.empty() or queue._errors:
+                        break
+                    event = queue.get_nowait()
+                    msg = event.message
+                    if flow.is_active() and msg.generation_id == app.consumer_generation_id:
+                        if msg.topic in acking and not msg.tracked:
+                            msg.tracked = True
+                            consumer.track_message(msg)
+                        stream._set_current_event(event)
+                        await handle(event)
+                    await stream.ack(event)
+                stream._set_current_event(first)  # Faust acks the event it handed over through this
 
         async def handle(event: Any) -> None:
             msg = event.message

@@ -22,8 +22,10 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_json
 
 from schemas import ClaimCheck, RoutingDecision, RoutingPolicy, RubricVersion, StaleWorkAlert, parse_claim_check
 from streams.aggregate import aggregate_verdicts
@@ -36,6 +38,8 @@ from streams.stage import Clock, HoldBudget, Inbound, RubricLookup, State, Step
 RESUME = b'{"kind":"resume"}'
 EXPIRE = b'{"kind":"expire"}'
 ALERT = b'{"kind":"alert"}'
+DEFAULT_POLICY = RoutingPolicy()
+"""The policy of a check without a rubric (seed 003's thresholds)."""
 
 
 class Vote(BaseModel):
@@ -189,38 +193,42 @@ def _resend(state: ClaimState, rubrics: RubricLookup, pick: Callable[[Vote], boo
             for i, vote in enumerate(state.votes) if pick(vote)]  # fmt: skip
 
 
+DECISION_TEMPLATE: dict[str, Any] = {
+    name: None if f.is_required() else f.get_default(call_default_factory=True)
+    for name, f in RoutingDecision.model_fields.items()
+}
+"""Every field of a routing decision, in its order, at its default: a decision's JSON is this with its own
+values merged in, serialised by pydantic-core (the serialiser `model_dump_json` uses)."""
+
+
 def _decision(claim_id: str, votes: list[Vote], rubrics: RubricLookup) -> tuple[Outgoing, bool]:
-    """The routing decision made when `votes[-1]` arrived; a pure function of the votes so far. Built without
-    re-validating fields that were validated on the way in (`model_construct`); a differential test holds the
-    bytes equal to a validated decision's."""
+    """The routing decision made when `votes[-1]` arrived; a pure function of the votes so far. Its fields were
+    validated on the way in, so it is serialised straight from a dict (no model built, ~15% of a claim's CPU
+    before); a differential test holds the bytes equal to a validated decision's."""
     latest = votes[-1]
     rubric: RubricVersion | None = rubrics(latest.rubric_version_id) if latest.rubric_version_id else None
-    policy = rubric.routing if rubric else RoutingPolicy()
+    policy = rubric.routing if rubric else DEFAULT_POLICY
     judge_ids = [v.judge_id for v in votes]
     ident = event_id("route-claim", claim_id, *judge_ids)
     if len(votes) == 1:
         decision = route(_Claimed(claim_id, latest.verdict, latest.score, latest.confidence), policy)
-        routed = RoutingDecision.model_construct(
-            event_id=ident, subject="claim", claim_id=claim_id, route=decision.route, reason=decision.reason,
-            verdict=latest.verdict, score=latest.score, confidence=latest.confidence,
-            judge_ids=judge_ids, policy=policy, input_ids=[check_id(claim_id, latest.judge_id)],
-            decided_at=latest.decided_at,
-        )  # fmt: skip
+        fields = {"event_id": ident, "subject": "claim", "claim_id": claim_id, "route": decision.route,
+                  "reason": decision.reason, "verdict": latest.verdict, "score": latest.score,
+                  "confidence": latest.confidence, "judge_ids": judge_ids, "policy": policy,
+                  "input_ids": [check_id(claim_id, latest.judge_id)], "decided_at": latest.decided_at}  # fmt: skip
     else:
         mode = rubric.aggregation_mode if rubric else "majority"
         tie = rubric.tie_rule if rubric else "unclear"
         agg = aggregate_verdicts(votes, mode, tie)
         decision = route_aggregate(agg)
-        routed = RoutingDecision.model_construct(
-            event_id=ident, subject="claim", claim_id=claim_id, route=decision.route, reason=decision.reason,
-            verdict=agg.verdict, score=None, confidence=None, judge_ids=judge_ids, policy=policy,
-            aggregation_mode=mode, tie_rule=tie, agreement=None if agg.agreement is None else float(agg.agreement),
-            decided_at=latest.decided_at,
-            input_ids=[check_id(claim_id, v.judge_id) for v in votes],
-        )  # fmt: skip
-    return Outgoing(
-        decision.route, claim_id.encode(), routed.model_dump_json().encode()
-    ), decision.route != "second_judge"
+        fields = {"event_id": ident, "subject": "claim", "claim_id": claim_id, "route": decision.route,
+                  "reason": decision.reason, "verdict": agg.verdict, "judge_ids": judge_ids, "policy": policy,
+                  "aggregation_mode": mode, "tie_rule": tie,
+                  "agreement": None if agg.agreement is None else float(agg.agreement),
+                  "decided_at": latest.decided_at,
+                  "input_ids": [check_id(claim_id, v.judge_id) for v in votes]}  # fmt: skip
+    value = to_json(DECISION_TEMPLATE | fields)
+    return Outgoing(decision.route, claim_id.encode(), value), decision.route != "second_judge"
 
 
 def expired(state: ClaimState, now: datetime, retention: timedelta) -> bool:

@@ -41,6 +41,8 @@ from faust.transport.producer import ProducerBuffer
 from faust.types import TP, ConsumerT, ProducerT
 from faust.types.tuples import FutureMessage
 
+from streams.batched_delivery import deliver_in_batches
+
 _RECHECK_SECONDS = 1.0
 
 
@@ -100,6 +102,8 @@ class DurableApp(faust.App):
     also rewinds uncommitted partitions of `stream_topics` on recovery."""
 
     stream_topics: frozenset[str] = frozenset()
+    batched_delivery: bool = True
+    """Deliver each fetch to the streams in one step (`streams.batched_delivery`)."""
 
     def _new_consumer(self) -> ConsumerT:
         consumer: Any = super()._new_consumer()
@@ -116,6 +120,8 @@ class DurableApp(faust.App):
             return committed
 
         consumer.seek_to_committed = seek_to_committed_or_first
+        if self.batched_delivery:
+            consumer._drain_messages = deliver_in_batches(consumer)
         return consumer
 
     def _new_producer(self) -> ProducerT:

@@ -31,7 +31,7 @@ def test_event_id_is_uuid5_of_step_and_identity(step: str, identity: list[object
 
 
 def test_constructed_decisions_are_the_bytes_a_validated_decision_gives() -> None:
-    """`_decision` builds with `model_construct`; every record must survive strict validation unchanged, for
+    """`_decision` serialises a dict, no model built; every record must survive strict validation unchanged, for
     first verdicts and aggregates over several judges, with and without a rubric."""
     rng = random.Random(21)
     stage = ClaimStage(lambda rid: RUBRIC if rid == RUBRIC.rubric_version_id else None,
