@@ -33,9 +33,9 @@ resamples where it is defined.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -48,8 +48,10 @@ CONFIDENCE = 0.95
 ALL_JUDGES = "*"
 """The judge pair key of the figure over every judge at once."""
 _REL_TOL = 1e-9
-_CHUNK = 2_000_000
-"""Resample weights held at once (resamples x units), to bound memory on large groups."""
+_CHUNK = 1_000_000
+"""Resample weights held at once (resamples x units), to bound memory on large groups; weights this small are
+kept (a few at most) for the next figure with as many units: every lane and judge pair of a rubric usually has
+the same units, and the same seed draws the same resamples."""
 
 Stats = NDArray[np.float64]
 """Per-unit statistics, one row per pairable unit (see the module docstring for the columns)."""
@@ -138,6 +140,22 @@ def _defined(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
 
 
+def _weights(units: int, resamples: int, seed: int) -> Iterator[NDArray[np.float64]]:
+    """How often each unit is drawn in each resample (resamples x units), in chunks of at most `_CHUNK` cells."""
+    rng = np.random.default_rng(seed)
+    per = max(1, _CHUNK // units)
+    for start in range(0, resamples, per):
+        b = min(per, resamples - start)
+        picks = rng.integers(0, units, size=(b, units))
+        flat = (np.arange(b)[:, None] * units + picks).ravel()
+        yield np.bincount(flat, minlength=b * units).reshape(b, units).astype(np.float64)
+
+
+@lru_cache(maxsize=4)
+def _cached_weights(units: int, resamples: int, seed: int) -> tuple[NDArray[np.float64], ...]:
+    return tuple(_weights(units, resamples, seed))
+
+
 def bootstrap(stats: Stats, statistic: str, *, resamples: int = DEFAULT_RESAMPLES,
               seed: int = DEFAULT_SEED) -> tuple[float | None, float | None]:  # fmt: skip
     """Percentile interval (95%) of `statistic` over `resamples` resamples of the units (rows of `stats`).
@@ -147,16 +165,11 @@ def bootstrap(stats: Stats, statistic: str, *, resamples: int = DEFAULT_RESAMPLE
     units = stats.shape[0]
     if units == 0 or resamples <= 0:
         return None, None
-    rng = np.random.default_rng(seed)
     fn = STATISTICS[statistic]
-    per = max(1, _CHUNK // units)
-    found: list[NDArray[np.float64]] = []
-    for start in range(0, resamples, per):
-        b = min(per, resamples - start)
-        picks = rng.integers(0, units, size=(b, units))
-        flat = (np.arange(b)[:, None] * units + picks).ravel()
-        weights = np.bincount(flat, minlength=b * units).reshape(b, units).astype(np.float64)
-        found.append(fn(weights @ stats))
+    if units * resamples <= _CHUNK:
+        found = [fn(weights @ stats) for weights in _cached_weights(units, resamples, seed)]
+    else:
+        found = [fn(weights @ stats) for weights in _weights(units, resamples, seed)]
     values = np.concatenate(found)
     values = values[~np.isnan(values)]
     if values.size == 0:
@@ -178,58 +191,104 @@ def summarize(stats: Stats, statistic: str, *, resamples: int = DEFAULT_RESAMPLE
     return Agreement(statistic, value, low, high, units, pairable, resamples)
 
 
+def interval_stats(matrix: NDArray[np.float64]) -> Stats:
+    """(m, S, Q, W) of every pairable unit of a units x judges matrix (NaN: the judge did not code the unit)."""
+    coded = ~np.isnan(matrix)
+    m = coded.sum(axis=1).astype(np.float64)
+    x = np.where(coded, matrix, 0.0)
+    s, q = x.sum(axis=1), (x * x).sum(axis=1)
+    keep = m >= 2
+    m, s, q = m[keep], s[keep], q[keep]
+    return np.column_stack([m, s, q, np.maximum(0.0, (m * q - s * s) / (m - 1))]).reshape(-1, 4)
+
+
+def nominal_stats(codes: NDArray[np.int64], k: int) -> Stats:
+    """(m, n_1 .. n_K, W) of every pairable unit of a units x judges matrix of category indices (-1: not coded)."""
+    counts = np.stack([(codes == c).sum(axis=1) for c in range(k)], axis=1).astype(np.float64).reshape(-1, k)
+    m = counts.sum(axis=1)
+    keep = m >= 2
+    counts, m = counts[keep], m[keep]
+    return np.column_stack([m, counts, (m * m - (counts * counts).sum(axis=1)) / (m - 1)]).reshape(-1, k + 2)
+
+
+def kappa_stats(a: NDArray[np.int64], b: NDArray[np.int64], k: int) -> Stats:
+    """The one-hot confusion cells of the units both judges labelled (category indices, -1: not labelled)."""
+    both = (a >= 0) & (b >= 0)
+    return np.eye(k * k)[a[both] * k + b[both]].reshape(-1, k * k)
+
+
 Units = Mapping[Any, Mapping[str, Any]]
 """unit -> {judge: value}: what each judge gave each unit (a judge missing from a unit did not code it)."""
 
 
-def alpha_interval(units: Units, judges: Iterable[str] | None = None, *, resamples: int = DEFAULT_RESAMPLES,
+def judges_of(units: Units) -> list[str]:
+    return sorted({j for by in units.values() for j in by})
+
+
+def value_matrix(units: Units, judges: Sequence[str]) -> NDArray[np.float64]:
+    """units x judges, NaN where a judge did not code a unit."""
+    return np.array([[float(by[j]) if j in by else np.nan for j in judges] for by in units.values()],
+                    dtype=np.float64).reshape(len(units), len(judges))  # fmt: skip
+
+
+def code_matrix(units: Units, judges: Sequence[str], categories: Sequence[Hashable]) -> NDArray[np.int64]:
+    """units x judges of category indices, -1 where a judge did not label a unit."""
+    index = {c: i for i, c in enumerate(categories)}
+    try:
+        rows = [[index[by[j]] if j in by else -1 for j in judges] for by in units.values()]
+    except KeyError as exc:
+        raise ValueError(f"a label outside the categories {list(categories)!r}: {exc}") from None
+    return np.array(rows, dtype=np.int64).reshape(len(units), len(judges))
+
+
+def alpha_interval(units: Units, judges: Sequence[str] | None = None, *, resamples: int = DEFAULT_RESAMPLES,
                    seed: int = DEFAULT_SEED) -> Agreement:  # fmt: skip
     """Interval alpha over `judges` (default every judge) with units their per-unit values."""
-    keep = None if judges is None else set(judges)
-    rows = [interval_unit([float(v) for j, v in by.items() if keep is None or j in keep]) for by in units.values()]
-    stats = np.array([r for r in rows if r is not None], dtype=float).reshape(-1, 4)
-    return summarize(stats, "alpha_interval", resamples=resamples, seed=seed)
+    matrix = value_matrix(units, judges_of(units) if judges is None else judges)
+    return summarize(interval_stats(matrix), "alpha_interval", resamples=resamples, seed=seed)
 
 
-def alpha_nominal(units: Units, categories: Sequence[Hashable], judges: Iterable[str] | None = None, *,
+def alpha_nominal(units: Units, categories: Sequence[Hashable], judges: Sequence[str] | None = None, *,
                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Agreement:  # fmt: skip
     """Nominal alpha over `judges` (default every judge) on labels from `categories`."""
-    keep = None if judges is None else set(judges)
-    rows = [nominal_unit([v for j, v in by.items() if keep is None or j in keep], categories) for by in units.values()]
-    stats = np.array([r for r in rows if r is not None], dtype=float).reshape(-1, len(categories) + 2)
-    return summarize(stats, "alpha_nominal", resamples=resamples, seed=seed)
+    codes = code_matrix(units, judges_of(units) if judges is None else judges, categories)
+    return summarize(nominal_stats(codes, len(categories)), "alpha_nominal", resamples=resamples, seed=seed)
 
 
 def cohen_kappa(units: Units, categories: Sequence[Hashable], a: str, b: str, *, resamples: int = DEFAULT_RESAMPLES,
                 seed: int = DEFAULT_SEED) -> Agreement:  # fmt: skip
     """Cohen's kappa of judges `a` (rows) and `b` (columns) on the units both labelled."""
-    rows = [kappa_unit(by[a], by[b], categories) for by in units.values() if a in by and b in by]
-    stats = np.array(rows, dtype=float).reshape(-1, len(categories) ** 2)
-    return summarize(stats, "kappa", resamples=resamples, seed=seed)
+    codes = code_matrix(units, [a, b], categories)
+    return summarize(kappa_stats(codes[:, 0], codes[:, 1], len(categories)), "kappa", resamples=resamples, seed=seed)
 
 
-def pairs(units: Units) -> list[tuple[str, str]]:
-    """Every pair of judges that coded a unit together, sorted."""
-    found: set[tuple[str, str]] = set()
-    for by in units.values():
-        found.update(combinations(sorted(by), 2))
-    return sorted(found)
+def _pairs(coded: NDArray[np.bool_], judges: Sequence[str]) -> list[tuple[int, int]]:
+    """Column pairs of judges that coded at least one unit together."""
+    together = coded.T.astype(np.int64) @ coded.astype(np.int64)
+    return [(i, j) for i in range(len(judges)) for j in range(i + 1, len(judges)) if together[i, j] > 0]
 
 
 def interval_figures(units: Units, *, resamples: int = DEFAULT_RESAMPLES,
                      seed: int = DEFAULT_SEED) -> dict[tuple[str, str], Agreement]:  # fmt: skip
     """Interval alpha over all judges ((ALL_JUDGES, ALL_JUDGES)) and per judge pair that shares a unit."""
-    out = {(ALL_JUDGES, ALL_JUDGES): alpha_interval(units, resamples=resamples, seed=seed)}
-    for a, b in pairs(units):
-        out[(a, b)] = alpha_interval(units, (a, b), resamples=resamples, seed=seed)
+    judges = judges_of(units)
+    matrix = value_matrix(units, judges)
+    kw = {"resamples": resamples, "seed": seed}
+    out = {(ALL_JUDGES, ALL_JUDGES): summarize(interval_stats(matrix), "alpha_interval", **kw)}
+    for i, j in _pairs(~np.isnan(matrix), judges):
+        out[(judges[i], judges[j])] = summarize(interval_stats(matrix[:, [i, j]]), "alpha_interval", **kw)
     return out
 
 
 def nominal_figures(units: Units, categories: Sequence[Hashable], *, resamples: int = DEFAULT_RESAMPLES,
                     seed: int = DEFAULT_SEED) -> dict[tuple[str, str], list[Agreement]]:  # fmt: skip
     """Nominal alpha over all judges; per judge pair nominal alpha and Cohen's kappa."""
-    out = {(ALL_JUDGES, ALL_JUDGES): [alpha_nominal(units, categories, resamples=resamples, seed=seed)]}
-    for a, b in pairs(units):
-        out[(a, b)] = [alpha_nominal(units, categories, (a, b), resamples=resamples, seed=seed),
-                       cohen_kappa(units, categories, a, b, resamples=resamples, seed=seed)]  # fmt: skip
+    judges = judges_of(units)
+    codes = code_matrix(units, judges, categories)
+    k = len(categories)
+    kw = {"resamples": resamples, "seed": seed}
+    out = {(ALL_JUDGES, ALL_JUDGES): [summarize(nominal_stats(codes, k), "alpha_nominal", **kw)]}
+    for i, j in _pairs(codes >= 0, judges):
+        out[(judges[i], judges[j])] = [summarize(nominal_stats(codes[:, [i, j]], k), "alpha_nominal", **kw),
+                                       summarize(kappa_stats(codes[:, i], codes[:, j], k), "kappa", **kw)]  # fmt: skip
     return out

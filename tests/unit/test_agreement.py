@@ -85,7 +85,8 @@ def test_undefined_is_none_never_zero() -> None:
     assert A.alpha_interval({}).value is None
     always_pass = {"c1": {"x": "pass", "y": "pass"}, "c2": {"x": "pass", "y": "pass"}}
     assert A.cohen_kappa(always_pass, VERDICTS, "x", "y").value is None  # expected agreement 1
-    assert A.cohen_kappa(lonely, VERDICTS, "x", "y").value is None  # no claim both checked
+    apart = {"c1": {"x": "pass"}, "c2": {"y": "fail"}}
+    assert A.cohen_kappa(apart, VERDICTS, "x", "y").value is None  # no claim both checked
 
 
 def test_perfect_and_systematic_disagreement() -> None:
@@ -154,7 +155,7 @@ def test_bootstrap_is_seeded_and_can_be_off() -> None:
 def test_bootstrap_in_chunks_equals_one_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     stats = np.array([A.interval_unit([float(i % 7), float(i % 5), float(i % 3)]) for i in range(40)])
     whole = A.bootstrap(stats, "alpha_interval", resamples=300, seed=5)
-    monkeypatch.setattr(A, "_CHUNK", 40 * 7)  # 7 resamples per chunk
+    monkeypatch.setattr(A, "_CHUNK", 40 * 7)  # 7 resamples per chunk, not cached
     assert A.bootstrap(stats, "alpha_interval", resamples=300, seed=5) == pytest.approx(whole)
 
 
