@@ -76,7 +76,9 @@ WHERE (o.evaluation_run_id IN (SELECT id FROM evaluation_runs WHERE rubric_versi
 ORDER BY o.evaluation_run_id, o.judge_model, l.lane_key, o.created_at, o.judge_run_id"""
 
 CLAIM_VALUES = """SELECT claim_id, judge_id, verdict FROM claim_checks
-WHERE rubric_version_id = %(rubric)s OR (%(rubric)s::uuid IS NULL AND rubric_version_id IS NULL)"""
+WHERE rubric_version_id = %(rubric)s OR (%(rubric)s::uuid IS NULL AND rubric_version_id IS NULL)
+ORDER BY claim_id, judge_id"""
+"""In unit order, as `LANE_VALUES`: the bootstrap draws units by position, so the same facts give the same interval."""
 
 WRITE = """INSERT INTO judge_agreement (kind, rubric_key, rubric_version_id, lane_key, judge_a, judge_b, statistic,
   value, ci_low, ci_high, units, pairable_values, resamples, refreshed_at)
