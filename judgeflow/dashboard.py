@@ -24,7 +24,15 @@ from typing import Any
 import plotly.graph_objects as go
 import psycopg
 
-from projections.analytics import EMPTY_SECTIONS, STALE_ALERTS, kappa_by_judge
+from projections.analytics import (
+    AGREEMENT,
+    AGREEMENT_COLUMNS,
+    EMPTY_SECTIONS,
+    STALE_ALERTS,
+    agreement,
+    agreement_cells,
+    kappa_by_judge,
+)
 from projections.migrate import DEFAULT_SCHEMA, check_schema_name
 
 log = logging.getLogger("judgeflow.dashboard")
@@ -72,7 +80,7 @@ def evaluation_run_cells(run: dict[str, Any]) -> tuple[str, ...]:
 
 READ_MODELS = ("raw_events", "checks", "claim_checks", "dead_letters_by_code", "judge_drift", "overturn_rate_by_judge",
                "judge_human_pairs", "score_distribution", "evaluation_run_status", "open_stale_alerts",
-               "evaluation_runs_overview")  # fmt: skip
+               "evaluation_runs_overview", "judge_agreement_by_rubric")  # fmt: skip
 """The tables and views the dashboard and the report read."""
 
 
@@ -190,6 +198,7 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
         "stale_alerts": [
             {"kind": k, "subject": s, "subject_id": i, "reason": r, "age_seconds": a} for k, s, i, r, a in alerts
         ],
+        "agreement": agreement(conn),
     }
 
 
@@ -288,6 +297,22 @@ def _runs_table(data: dict[str, Any]) -> str:
             f"<tbody>{rows}</tbody></table>")  # fmt: skip
 
 
+def _agreement_table(data: dict[str, Any]) -> str:
+    """Agreement between judges per rubric, lane and judge pair, with its 95% interval; a figure that does not
+    exist reads "undefined", never 0."""
+    rows = data.get("agreement") or []
+    if not rows:
+        return f'<p id="agreement" class="ok">{html.escape(AGREEMENT)}: {EMPTY_SECTIONS[AGREEMENT]}</p>'
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in AGREEMENT_COLUMNS)
+    body = "".join(
+        f"<tr data-statistic='{html.escape(r['statistic'])}'>"
+        + "".join(f"<td>{html.escape(c)}</td>" for c in agreement_cells(r)) + "</tr>"
+        for r in rows
+    )  # fmt: skip
+    return (f'<table id="agreement"><caption>{html.escape(AGREEMENT)}</caption><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>")  # fmt: skip
+
+
 def _age(seconds: float) -> str:
     """A short human age: 45s, 12m 05s, 3h 02m, 2d 04h."""
     s = max(0, int(seconds))
@@ -361,7 +386,8 @@ def report_html(data: dict[str, Any]) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow report</title>"
             f"<style>{STYLE}</style><script>{get_plotlyjs()}</script></head><body><h1>judgeflow report</h1>"
             f"<p>Evaluation runs: {runs}</p>{_alerts(data)}<div class='grid'>{_cards(list(figs))}</div>"
-            f"{_runs_table(data)}{_table(data)}<script>{DRAW_JS}\nconst FIGURES = {_script_json(figs)};\n"
+            f"{_runs_table(data)}{_table(data)}{_agreement_table(data)}"
+            f"<script>{DRAW_JS}\nconst FIGURES = {_script_json(figs)};\n"
             "for (const [name, fig] of Object.entries(FIGURES))\n"
             "  Plotly.newPlot('chart-' + name, fig.data, fig.layout, PLOT_CONFIG);\n"
             "</script></body></html>")  # fmt: skip
@@ -371,7 +397,7 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dash
 <style>{style}</style><script src="/static/plotly.min.js"></script></head><body>
 <h1>judgeflow dashboard</h1><p id="status">loading…</p><div id="problem" class="problem" role="alert" hidden></div>
 <div id="alerts"></div>
-<div class="grid">{divs}</div><div id="runs"></div><div id="table"></div>
+<div class="grid">{divs}</div><div id="runs"></div><div id="table"></div><div id="agreement-box"></div>
 <script>{draw}
 function showProblem(p) {{
   const box = document.getElementById('problem');
@@ -412,6 +438,7 @@ async function refresh() {{
   document.getElementById('table').innerHTML = d.table;
   document.getElementById('runs').innerHTML = d.runs;
   document.getElementById('alerts').innerHTML = d.alerts;
+  document.getElementById('agreement-box').innerHTML = d.agreement;
   document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
     ' (every {refresh}s, read-only)';
   document.body.dataset.ready = '1';
@@ -452,7 +479,7 @@ def make_app(database_url: str, schema: str) -> Any:
                                 ("see the output of `judgeflow dashboard` for the traceback",)).as_json()  # fmt: skip
         figs = {k: json.loads(f.to_json()) for k, f in figures(data).items()}
         return 200, {"figures": figs, "table": _table(data), "runs": _runs_table(data), "alerts": _alerts(data),
-                     "data": data}  # fmt: skip
+                     "agreement": _agreement_table(data), "data": data}  # fmt: skip
 
     async def index(_: web.Request) -> web.Response:
         return web.Response(text=page, content_type="text/html")

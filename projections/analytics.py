@@ -34,7 +34,16 @@ STALE_ALERTS_QUERY = (
 )
 """Work not moving (a run past its deadline, events held too long) whose subject is still not done; oldest first."""
 
-EMPTY_SECTIONS: dict[str, str] = {STALE_ALERTS: "no stale work"}
+AGREEMENT = "Agreement between judges (Krippendorff's alpha, Cohen's kappa; 95% bootstrap interval)"
+AGREEMENT_COLUMNS = ("rubric", "kind", "lane", "judges", "statistic", "value", "95% CI", "units", "values")
+AGREEMENT_QUERY = (
+    "SELECT rubric_version_id::text, rubric, kind, lane_key, judges, statistic, value, ci_low, ci_high, units, "
+    "pairable_values, refreshed_at FROM judge_agreement_by_rubric LIMIT %s"
+)
+UNDEFINED = "undefined"
+"""How a figure that does not exist shows (no pairable units, every value the same): never as 0."""
+
+EMPTY_SECTIONS: dict[str, str] = {STALE_ALERTS: "no stale work", AGREEMENT: "no run or claim rated by two judges yet"}
 """What to print instead of an empty table, for the sections where empty is the news."""
 
 REPORT_QUERIES: dict[str, str] = {
@@ -68,6 +77,28 @@ def kappa_by_judge(conn: psycopg.Connection) -> list[tuple[str, int, float | Non
     return [(judge, len(p), cohen_kappa(p)) for judge, p in sorted(pairs.items())]
 
 
+def agreement(conn: psycopg.Connection, limit: int = 500) -> list[dict[str, Any]]:
+    """The `judge_agreement_by_rubric` rows: per rubric, lane and judge pair (and all judges)."""
+    keys = ("rubric_version_id", "rubric", "kind", "lane_key", "judges", "statistic", "value", "ci_low", "ci_high",
+            "units", "pairable_values", "refreshed_at")  # fmt: skip
+    return [dict(zip(keys, row, strict=True)) for row in conn.execute(AGREEMENT_QUERY, [limit]).fetchall()]
+
+
+def figure_text(value: float | None) -> str:
+    return UNDEFINED if value is None else f"{value:.3f}"
+
+
+def interval_text(low: float | None, high: float | None) -> str:
+    return UNDEFINED if low is None or high is None else f"[{low:.2f}, {high:.2f}]"
+
+
+def agreement_cells(row: dict[str, Any]) -> tuple[str, ...]:
+    """One agreement row as the text the report and the dashboard show (in `AGREEMENT_COLUMNS` order)."""
+    return (row["rubric"], row["kind"].replace("_", " "), row["lane_key"] or "—", row["judges"],
+            row["statistic"].replace("_", " "), figure_text(row["value"]), interval_text(row["ci_low"], row["ci_high"]),
+            str(row["units"]), str(row["pairable_values"]))  # fmt: skip
+
+
 def report(conn: psycopg.Connection) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
     """Every report section as (column names, rows)."""
     out: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {}
@@ -75,4 +106,5 @@ def report(conn: psycopg.Connection) -> dict[str, tuple[list[str], list[tuple[An
         cur = conn.execute(query)
         out[title] = ([d.name for d in cur.description or []], list(cur.fetchall()))
     out["Cohen's kappa, judge vs human review"] = (["judge_id", "pairs", "kappa"], list(kappa_by_judge(conn)))
+    out[AGREEMENT] = (list(AGREEMENT_COLUMNS), [agreement_cells(r) for r in agreement(conn)])
     return out

@@ -31,6 +31,8 @@ from typing import Any, Protocol
 
 import psycopg
 
+from projections import agreement_store
+from projections.agreement import DEFAULT_RESAMPLES
 from projections.migrate import DEFAULT_SCHEMA, check_schema_name
 from projections.rows import Record, Rows, project
 from projections.store import OffsetConflict, WriteTimings, stored_offsets, write_batch
@@ -50,6 +52,12 @@ DEFAULT_LINGER_MS = 20.0
 """The flush interval (`JUDGEFLOW_PROJECTOR_LINGER_MS`): how long a batch keeps
 collecting after its first record arrived; a row is visible this long plus the
 batch's write after its record reached the projector (see `Projector._fetch`)."""
+
+AGREEMENT_SECONDS = "JUDGEFLOW_AGREEMENT_SECONDS"
+"""At most one judge-agreement refresh per rubric this often (default `agreement_store.DEFAULT_REFRESH_SECONDS`;
+0 refreshes after every batch that touched the rubric)."""
+AGREEMENT_RESAMPLES = "JUDGEFLOW_AGREEMENT_RESAMPLES"
+"""Bootstrap resamples per agreement figure (default `agreement.DEFAULT_RESAMPLES`; 0 leaves the intervals out)."""
 
 FAULT_KILL_IN_BATCH = "JUDGEFLOW_FAULT_KILL_IN_BATCH"
 """Tests only: SIGKILL this process inside the Nth batch's transaction that gets
@@ -99,6 +107,9 @@ class ProjectorStats:
     seconds_writing: float = 0.0
     seconds_projecting: float = 0.0
     """Decoding records into rows (CPU in the event loop), beside `seconds_writing`."""
+    agreement_refreshes: int = 0
+    seconds_agreement: float = 0.0
+    """Refreshing judge agreement after commits (not part of `seconds_writing`)."""
     timings: WriteTimings = field(default_factory=WriteTimings)
     started: float = field(default_factory=time.monotonic)
 
@@ -124,6 +135,8 @@ class Projector:
         ensure_partitions: int | None = None,
         ensure_replication: int = 1,
         metadata_max_age_ms: int = 5000,
+        agreement_seconds: float | None = None,
+        agreement_resamples: int | None = None,
     ):
         """`ensure_partitions`: create missing topics at start with this many
         partitions (and `ensure_replication`), as the worker would; None leaves
@@ -154,6 +167,15 @@ class Projector:
         self.ensure_partitions = ensure_partitions
         self.ensure_replication = ensure_replication
         self.metadata_max_age_ms = metadata_max_age_ms
+        self.agreement_seconds = float(
+            os.environ.get(AGREEMENT_SECONDS)
+            or (agreement_store.DEFAULT_REFRESH_SECONDS if agreement_seconds is None else agreement_seconds)
+        )
+        self.agreement_resamples = int(
+            os.environ.get(AGREEMENT_RESAMPLES)
+            or (DEFAULT_RESAMPLES if agreement_resamples is None else agreement_resamples)
+        )
+        self._agreement_next = 0.0
         self._floor: dict[TP, int] = {}
         """Log start offsets of partitions without a stored offset: their progress so far."""
         self._ends: dict[TP, int] = {}
@@ -240,6 +262,9 @@ class Projector:
                         records = await self._fetch(consumer)
                         if records:
                             await self._write(consumer, records)
+                        await self._agreement()
+                    if not self._stop.is_set():
+                        await self._agreement(force=True)  # a rebuild ends with every figure up to date
                 finally:
                     await consumer.stop()
             else:
@@ -316,6 +341,7 @@ class Projector:
                         records = await self._fetch(consumer)
                         if records:
                             await self._write(consumer, records)
+                        await self._agreement()
                 except (KafkaError, OSError) as exc:  # anything else is a bug: crash as before
                     if self._stop.is_set():
                         raise
@@ -434,6 +460,31 @@ class Projector:
             take(await consumer.getmany(timeout_ms=math.ceil(left * 1000), max_records=self.max_records - len(records)))
         self._since = time.monotonic()
         return records
+
+    async def _agreement(self, *, force: bool = False) -> None:
+        """Refresh the judge agreement of the rubrics committed batches marked: checked at most once a second
+        (or after every batch when the throttle is under a second), each rubric at most once per throttle."""
+        now = time.monotonic()
+        if not force and now < self._agreement_next:
+            return
+        self._agreement_next = now + min(1.0, self.agreement_seconds)
+        conn = await self._connection()
+        try:
+            done, seconds = await asyncio.to_thread(
+                agreement_store.timed_refresh, conn, throttle_seconds=self.agreement_seconds, force=force,
+                resamples=self.agreement_resamples)  # fmt: skip
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            log.warning("judge agreement refresh failed (%s); the rubrics stay marked", str(exc).strip())
+            conn.close()
+            return
+        except Exception:  # a bad figure must not stop projection: the rubric stays marked, retried later
+            log.exception("judge agreement refresh failed; the rubrics stay marked")
+            return
+        self.stats.agreement_refreshes += done
+        self.stats.seconds_agreement += seconds
+        if done:
+            self.stats.timings.seconds["(agreement refresh, after commit)"] += seconds
+            self.stats.timings.rows["(agreement refresh, after commit)"] += done
 
     def _before_commit(self) -> None:
         """Fault hook: the Nth batch that gets as far as its commit dies there."""

@@ -15,7 +15,9 @@ The derived one-row-per-key tables (`checks`, `evaluation_reconciled_scores`)
 are recomputed from the stored facts for the keys a batch touched, so they
 do not depend on the order records arrive in; a transaction-scoped advisory
 lock per key makes two projectors (different partitions, one key) refresh
-one after the other, the second seeing the first's facts.
+one after the other, the second seeing the first's facts. The rubrics whose
+judge agreement the batch changed are marked for the projector's refresh
+after the commit (`projections.agreement_store`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from projections.agreement_store import mark_pending, touched
 from projections.rows import OWNED, Rows
 
 INSERTS: dict[str, str] = {
@@ -388,6 +391,9 @@ def write_batch(conn: psycopg.Connection, consumer: str, rows: Rows, offsets: Of
                     cur.execute(REFRESH_CHECKS, [sorted(rows.claims)])
                 if rows.runs:
                     cur.execute(REFRESH_SCORES, [sorted(rows.runs)])
+                agreement = touched(rows, INSERTS)
+                if agreement:  # last before the offsets: two projectors hold a mark's row lock only to commit
+                    mark_pending(cur, agreement)
                 if callable(before_commit):
                     before_commit()
                 cur.executemany(
