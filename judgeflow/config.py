@@ -83,7 +83,7 @@ class Settings:
     drift_grace_seconds: float = 300.0
     drift_baseline_windows: int = 24
     drift_min_baseline_windows: int = 6
-    drift_z: float = 4.0
+    drift_z: float = 5.0
     drift_min_delta: float = 0.05
     drift_min_window_events: int = 30
     kafka_security: KafkaSecurity = KafkaSecurity()

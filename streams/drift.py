@@ -67,7 +67,7 @@ class DriftOptions:
     baseline_windows: int = 24
     """Closed windows kept per size and tested against (the trailing baseline)."""
     min_baseline_windows: int = 6
-    z_threshold: float = 4.0
+    z_threshold: float = 5.0
     min_delta: float = 0.05
     """The smallest move (0-1 scale) worth an alert, however significant."""
     min_window_events: int = 30
@@ -237,7 +237,13 @@ class Finding:
     z: float
 
 
-def detect(window: Moments, baseline: Iterable[Moments], options: DriftOptions) -> Finding | None:
+RATES = ("fail_rate", "contradiction_rate", "low_confidence_share", "failure_rate", "timeout_rate")
+"""Statistics that are shares of events (each observation 0 or 1)."""
+
+
+def detect(
+    window: Moments, baseline: Iterable[Moments], options: DriftOptions, *, rate: bool = False
+) -> Finding | None:
     """Two-sided z-test of a window's mean against the trailing baseline of earlier windows' means.
 
     Why a z-test against a trailing baseline rather than CUSUM: an alert must name one window and the figures it
@@ -249,6 +255,8 @@ def detect(window: Moments, baseline: Iterable[Moments], options: DriftOptions) 
     one), inflated by sqrt(1 + 1/K) for the baseline mean's own error; never below `MIN_SD`. A finding needs
     |z| >= `z_threshold`, |value - baseline mean| >= `min_delta` (big enough to matter), at least
     `min_window_events` observations in the window and `min_baseline_windows` baseline windows that have as many.
+    A `rate` (a share of 0/1 observations) must also pass the exact binomial tail at the same level: with few
+    expected events (n * p small) the count is skewed and the normal tail alone would alert far too often.
     """
     n_w, s_w, _ = window
     if n_w < options.min_window_events:
@@ -267,7 +275,38 @@ def detect(window: Moments, baseline: Iterable[Moments], options: DriftOptions) 
     z = (value - mu) / sd
     if abs(z) < options.z_threshold or abs(value - mu) < options.min_delta:
         return None
+    if rate:
+        p = (sum(s for _, s, _ in base) + 1) / (total_n + 2)  # the baseline share, never exactly 0 or 1
+        if binomial_tail(int(round(n_w)), p, int(round(s_w)), up=z > 0) > normal_tail(options.z_threshold):
+            return None
     return Finding(value, int(n_w), mu, sd, k, int(total_n), z)
+
+
+def normal_tail(z: float) -> float:
+    """P(Z >= z) for a standard normal Z."""
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def binomial_tail(n: int, p: float, k: int, *, up: bool) -> float:
+    """P(X >= k) (`up`) or P(X <= k) for X ~ Binomial(n, p), summed from k outwards until the terms vanish."""
+
+    def log_pmf(i: int) -> float:
+        return (
+            math.lgamma(n + 1)
+            - math.lgamma(i + 1)
+            - math.lgamma(n - i + 1)
+            + i * math.log(p)
+            + (n - i) * math.log1p(-p)
+        )
+
+    total, i, step = 0.0, k, 1 if up else -1
+    while 0 <= i <= n:
+        term = math.exp(log_pmf(i))
+        total += term
+        if term < total * 1e-12:
+            break
+        i += step
+    return min(1.0, total)
 
 
 # Phase two: the drift agent's stage.
@@ -377,7 +416,8 @@ class DriftStage:
             window = sizes["open"].pop(_window_key(start))
             closed = sizes["closed"]
             for name, moments in sorted(window["stats"].items()):
-                found = detect(moments, (c[1][name] for c in closed if name in c[1]), self.options)
+                rate = name.split(":")[1] in RATES
+                found = detect(moments, (c[1][name] for c in closed if name in c[1]), self.options, rate=rate)
                 if found is not None:
                     alerts.append(self._alert(judge, name, size, start, found, now))
             closed.append([start, window["stats"]])
