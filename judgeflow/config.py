@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from streams.drift import DriftOptions, parse_windows
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
@@ -76,6 +78,14 @@ class Settings:
     stall_seconds: float = 60.0
     stall_recovery_seconds: float = 60.0
     ready_lag: int = 1000
+    drift_windows: str = "1h,1d"
+    drift_flush_seconds: float = 5.0
+    drift_grace_seconds: float = 300.0
+    drift_baseline_windows: int = 24
+    drift_min_baseline_windows: int = 6
+    drift_z: float = 5.0
+    drift_min_delta: float = 0.05
+    drift_min_window_events: int = 30
     kafka_security: KafkaSecurity = KafkaSecurity()
 
     @property
@@ -109,6 +119,14 @@ ENV = {
     "JUDGEFLOW_STALL_SECONDS": "stall_seconds",
     "JUDGEFLOW_STALL_RECOVERY_SECONDS": "stall_recovery_seconds",
     "JUDGEFLOW_READY_LAG": "ready_lag",
+    "JUDGEFLOW_DRIFT_WINDOWS": "drift_windows",
+    "JUDGEFLOW_DRIFT_FLUSH_SECONDS": "drift_flush_seconds",
+    "JUDGEFLOW_DRIFT_GRACE_SECONDS": "drift_grace_seconds",
+    "JUDGEFLOW_DRIFT_BASELINE_WINDOWS": "drift_baseline_windows",
+    "JUDGEFLOW_DRIFT_MIN_BASELINE_WINDOWS": "drift_min_baseline_windows",
+    "JUDGEFLOW_DRIFT_Z": "drift_z",
+    "JUDGEFLOW_DRIFT_MIN_DELTA": "drift_min_delta",
+    "JUDGEFLOW_DRIFT_MIN_WINDOW_EVENTS": "drift_min_window_events",
 }
 SECURITY_ENV = {
     "KAFKA_SECURITY_PROTOCOL": "security_protocol",
@@ -190,5 +208,27 @@ def validate(settings: Settings) -> None:
         raise ConfigError("JUDGEFLOW_STALL_RECOVERY_SECONDS: must be positive")
     if settings.ready_lag < 0:
         raise ConfigError("JUDGEFLOW_READY_LAG: must be 0 or more")
+    try:
+        drift_options(settings)
+    except ValueError as exc:
+        raise ConfigError(f"JUDGEFLOW_DRIFT_*: {exc}") from None
     if settings.kafka_security.security_protocol not in PROTOCOLS:
         raise ConfigError(f"KAFKA_SECURITY_PROTOCOL: one of {', '.join(PROTOCOLS)}")
+
+
+def drift_options(settings: Settings) -> DriftOptions:
+    """The drift stage's windows and detector thresholds (`streams.drift`)."""
+    if settings.drift_flush_seconds <= 0 or settings.drift_grace_seconds < 0:
+        raise ValueError("flush must be positive and grace 0 or more")
+    if settings.drift_z <= 0 or settings.drift_min_delta < 0 or settings.drift_min_window_events < 1:
+        raise ValueError("z must be positive, min delta 0 or more, min window events 1 or more")
+    return DriftOptions(
+        windows=parse_windows(settings.drift_windows),
+        flush_seconds=settings.drift_flush_seconds,
+        grace_seconds=settings.drift_grace_seconds,
+        baseline_windows=settings.drift_baseline_windows,
+        min_baseline_windows=settings.drift_min_baseline_windows,
+        z_threshold=settings.drift_z,
+        min_delta=settings.drift_min_delta,
+        min_window_events=settings.drift_min_window_events,
+    )

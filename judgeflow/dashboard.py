@@ -199,6 +199,7 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
             {"kind": k, "subject": s, "subject_id": i, "reason": r, "age_seconds": a} for k, s, i, r, a in alerts
         ],
         "agreement": agreement(conn),
+        "judge_alerts": recent_judge_alerts(conn),
     }
 
 
@@ -325,7 +326,7 @@ def _age(seconds: float) -> str:
     return f"{s // 86400}d {s % 86400 // 3600:02d}h"
 
 
-def _alerts(data: dict[str, Any]) -> str:
+def _stale_alerts(data: dict[str, Any]) -> str:
     """Open stale alerts as a table, or the empty state: "no stale work"."""
     alerts = data.get("stale_alerts") or []
     if not alerts:
@@ -338,6 +339,51 @@ def _alerts(data: dict[str, Any]) -> str:
         + "</tr>" for a in alerts
     )  # fmt: skip
     return (f'<div id="stale-alerts" class="alerts"><h2>{html.escape(STALE_ALERTS)} ({len(alerts)})</h2>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")  # fmt: skip
+
+
+def _alerts(data: dict[str, Any]) -> str:
+    """The alerts above the charts: open stale work, then recent judge drift."""
+    return _stale_alerts(data) + _judge_alerts(data)
+
+
+JUDGE_ALERTS = "Judge drift alerts (last 7 days)"
+JUDGE_ALERTS_SHOWN = 50
+
+
+def recent_judge_alerts(conn: psycopg.Connection) -> list[dict[str, Any]]:
+    """The newest drift alerts (view `recent_judge_alerts`), as plain data."""
+    cur = conn.execute(
+        "SELECT judge, source, statistic, lane, window_seconds, window_start, value, n, baseline_mean, baseline_sd, "
+        "baseline_windows, z, z_threshold, direction FROM recent_judge_alerts LIMIT %s",
+        (JUDGE_ALERTS_SHOWN,),
+    )
+    names = [c.name for c in cur.description or ()]
+    return [{**dict(zip(names, row, strict=True)), "window_start": row[5].isoformat()} for row in cur.fetchall()]
+
+
+def _window(seconds: int) -> str:
+    return {3600: "hour", 86400: "day"}.get(seconds) or _age(seconds)
+
+
+def _judge_alerts(data: dict[str, Any]) -> str:
+    """Recent judge drift alerts as a table (judge, statistic, window, its value against the baseline, z), or
+    one line saying there are none."""
+    alerts = data.get("judge_alerts") or []
+    if not alerts:
+        return f'<p id="judge-alerts" class="ok">{html.escape(JUDGE_ALERTS)}: none</p>'
+    columns = ("judge", "statistic", "window", "value (n)", "baseline mean ± sd (windows)", "z", "direction")
+
+    def cells(a: dict[str, Any]) -> tuple[str, ...]:
+        statistic = a["statistic"] + (f" [{a['lane']}]" if a["lane"] else "") + f" ({a['source']})"
+        return (a["judge"], statistic, f"{_window(a['window_seconds'])} from {a['window_start']}",
+                f"{a['value']:.3f} ({a['n']})",
+                f"{a['baseline_mean']:.3f} ± {a['baseline_sd']:.3f} ({a['baseline_windows']})",
+                f"{a['z']:+.1f} (|z| ≥ {a['z_threshold']:g})", a["direction"])  # fmt: skip
+
+    head = "".join(f"<th>{c}</th>" for c in columns)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in cells(a)) + "</tr>" for a in alerts)
+    return (f'<div id="judge-alerts" class="alerts"><h2>{html.escape(JUDGE_ALERTS)} ({len(alerts)})</h2>'
             f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")  # fmt: skip
 
 

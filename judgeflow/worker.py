@@ -10,7 +10,7 @@ from typing import Any
 
 import faust
 
-from judgeflow.config import Settings
+from judgeflow.config import Settings, drift_options
 from judgeflow.health import HealthServer, serve_health_from_env
 from streams.app import WorkerOptions, build_app
 from streams.topics import TopicNames
@@ -56,6 +56,7 @@ def worker_options(settings: Settings) -> WorkerOptions:
         stall_recovery_seconds=settings.stall_recovery_seconds,
         ready_lag=settings.ready_lag,
         on_stall_exit=_exit_for_supervisor,
+        drift=drift_options(settings),
     )
 
 

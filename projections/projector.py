@@ -43,7 +43,7 @@ log = logging.getLogger("judgeflow.projector")
 
 PROJECTED_ROLES = (
     "rubrics", "runs", "judge_outputs", "checks", "reviews", "judge_outputs_valid", "checks_valid",
-    "invalid", "reconciled", "done", "second_judge", "human_review", "alerts",
+    "invalid", "reconciled", "done", "second_judge", "human_review", "alerts", "judge_alerts",
 )  # fmt: skip
 
 DEFAULT_BATCH = 2000

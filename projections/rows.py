@@ -35,6 +35,7 @@ from schemas import (
     parse_rubric,
 )
 from schemas.decoding import MAX_PAYLOAD_BYTES
+from schemas.drift import JudgeDriftAlert
 from streams.edge import H_SOURCE, H_SOURCE_VERSION, H_WARNINGS, SourceRef, dead_letter, require_key
 from streams.topics import INPUT_ROLES, TopicNames
 
@@ -156,6 +157,8 @@ def project(record: Record, names: TopicNames, roles: dict[str, str], rows: Rows
             rows.claims.add(d.claim_id)
     elif role == "alerts" and record.value is not None:
         rows.add("stale_alerts", stale_alert_row(record, StaleWorkAlert.model_validate_json(record.value)))
+    elif role == "judge_alerts" and record.value is not None:
+        rows.add("judge_alerts", judge_alert_row(record, JudgeDriftAlert.model_validate_json(record.value)))
 
 
 def stale_alert_row(record: Record, a: StaleWorkAlert) -> tuple[Any, ...]:
@@ -163,6 +166,14 @@ def stale_alert_row(record: Record, a: StaleWorkAlert) -> tuple[Any, ...]:
     return (a.event_id, a.kind, a.subject, a.subject_id, a.waiting_for, a.rubric_version_id, a.held_events,
             a.first_seen_at, a.deadline, a.reason, a.raised_at, a.schema_version, record.topic, record.partition,
             record.offset, record.at)  # fmt: skip
+
+
+def judge_alert_row(record: Record, a: JudgeDriftAlert) -> tuple[Any, ...]:
+    """One `judge_alerts` row: the drift alert as published, and where it was read (the first copy wins)."""
+    return (a.event_id, a.judge, a.source, a.statistic, a.lane, a.window_seconds, a.window_start, a.window_end,
+            a.value, a.n, a.baseline_mean, a.baseline_sd, a.baseline_windows, a.baseline_n, a.z, a.z_threshold,
+            a.min_delta, a.direction, a.raised_at, a.schema_version, record.topic, record.partition, record.offset,
+            record.at)  # fmt: skip
 
 
 def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:

@@ -108,6 +108,11 @@ INSERTS: dict[str, str] = {
           held_events, first_seen_at, deadline, reason, raised_at, schema_version, source_topic, source_partition,
           source_offset, created_at)
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "judge_alerts": """INSERT INTO judge_alerts (event_id, judge, source, statistic, lane, window_seconds, window_start,
+          window_end, value, n, baseline_mean, baseline_sd, baseline_windows, baseline_n, z, z_threshold, min_delta,
+          direction, raised_at, schema_version, source_topic, source_partition, source_offset, created_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT DO NOTHING""",
 }
 ORDER = list(INSERTS)  # parents before children
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,8 @@ from schemas import ContractError
 from schemas.errors import ErrorDetail
 from streams import metrics
 from streams.claims import ClaimStage
+from streams.drift import DriftAccumulator, DriftOptions, DriftStage
+from streams.drift import watch as watch_drift
 from streams.durable_commit import DurableApp
 from streams.edge import dead_letter
 from streams.envelope import H_ERROR_CODES, Outgoing, SourceRef, utc_now
@@ -79,6 +82,7 @@ class WorkerOptions:
     """Called when a stall outlived its recovery; the application ends the process there (a supervisor
     restarts it; safe under at-least-once with deterministic ids). None: only log."""
     clock: Clock = utc_now
+    drift: DriftOptions = field(default_factory=DriftOptions)
 
     @property
     def broker_url(self) -> str:
@@ -116,6 +120,10 @@ def _count(record: Outgoing) -> None:
         metrics.ROUTES.labels(record.role, subject).inc()
     elif record.role.endswith("_rekeyed"):
         metrics.REKEYED.labels(record.role).inc()
+    elif record.role == "judge_alerts":
+        alert = json.loads(record.value)
+        metrics.JUDGE_ALERTS.labels(alert.get("judge", ""), alert.get("statistic", "")).inc()
+        log.warning("judge drift: %s", record.value.decode(errors="replace")[:500])
     elif record.role == "alerts":
         kind = "run_overdue" if b'"kind":"run_overdue"' in record.value else "held_too_long"
         metrics.STALE_ALERTS.labels(kind).inc()
@@ -227,13 +235,16 @@ def build_app(options: WorkerOptions) -> faust.App:
     cache = RubricCache(options.bootstrap_servers, names.rubrics, **options.client_kwargs)
     retention, clock, limit = options.state_retention, options.clock, options.max_payload_bytes
     hold = HoldBudget(options.max_held_events)
+    # Drift deltas: observed inline by the run and claim steps, flushed by a timer (no consume per event).
+    deltas = DriftAccumulator(options.drift)
     runs = RunStage(cache.get, clock=clock, retention=retention, max_payload_bytes=limit,
-                    stale_after=options.stale_after, hold=hold)  # fmt: skip
+                    stale_after=options.stale_after, hold=hold, drift=deltas)  # fmt: skip
     claims = ClaimStage(cache.get, clock=clock, retention=retention, max_payload_bytes=limit,
-                        stale_after=options.stale_after, hold=hold)  # fmt: skip
+                        stale_after=options.stale_after, hold=hold, drift=deltas)  # fmt: skip
     rubrics = RubricStage()
+    drift = DriftStage(options.drift, clock=clock)
     app.topology = []  # type: ignore[attr-defined]
-    app.stream_topics = frozenset(names.all()[r] for stage in (runs, claims, rubrics) for r in stage.reads)
+    app.stream_topics = frozenset(names.all()[r] for stage in (runs, claims, rubrics, drift) for r in stage.reads)
 
     topic_of = names.all()
 
@@ -248,7 +259,7 @@ def build_app(options: WorkerOptions) -> faust.App:
             await producer.send(topic_of[record.role], value=record.value, key=record.key, headers=record.headers)
             _count(record)
 
-    def agent(stage: Stage, table: Any = None, index: SweepIndex | None = None, *, contract: str) -> None:
+    def agent(stage: Stage, table: Any = None, index: SweepIndex | None = None, *, contract: str | None) -> None:
         channel = app.topic(*(names.all()[r] for r in stage.reads), key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")  # fmt: skip
         processed = metrics.EVENTS.labels(stage.name)
@@ -290,14 +301,15 @@ def build_app(options: WorkerOptions) -> faust.App:
             msg = event.message
             record = Inbound(role_of[msg.topic], msg.key, msg.value,
                                  SourceRef(msg.topic, msg.partition, msg.offset, msg.key),
-                                 dict(msg.headers or ()))  # fmt: skip
+                                 dict(msg.headers or ()), msg.timestamp)  # fmt: skip
             key = (msg.key or b"").decode(errors="replace")
             try:
                 step = stage.handle(record, table.get(key) if table is not None else None)
             except Exception as exc:  # a bug must not stall the partition
                 log.exception("%s failed on %s", stage.name, record.src.coordinates())
                 err = ContractError([ErrorDetail("INTERNAL_ERROR", (), repr(exc)[:500])])
-                step = Step.emit([dead_letter(msg.value or b"", record.src, contract, err)])
+                # An internal record (no contract) is skipped after the log: there is no input to dead-letter.
+                step = Step.emit([dead_letter(msg.value or b"", record.src, contract, err)] if contract else [])
             if step.changed and table is not None:
                 if step.state is None:
                     if key in table:
@@ -324,12 +336,15 @@ def build_app(options: WorkerOptions) -> faust.App:
     agent(runs, run_table, open_runs, contract="judge_output")
     agent(claims, claim_table, watched_claims, contract="claim_check")
     agent(rubrics, contract="rubric")
+    drift_table = app.Table(drift.keeps, default=None, partitions=options.partitions, key_type=str, options=rocksdb)
+    drifting = SweepIndex(drift_table, watch_drift)
+    agent(drift, drift_table, drifting, contract=None)
 
     def owned(role: str) -> frozenset[int]:
         topic = names.all()[role]
         return frozenset(tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic)
 
-    def sweep(name: str, stage: RunStage | ClaimStage, index: SweepIndex, writes: tuple[str, ...]) -> None:
+    def sweep(name: str, stage: RunStage | ClaimStage | DriftStage, index: SweepIndex, writes: tuple[str, ...]) -> None:
         async def tick() -> None:
             if not cache.ready.is_set():
                 return
@@ -352,6 +367,18 @@ def build_app(options: WorkerOptions) -> faust.App:
 
     sweep("judge_timeouts", runs, open_runs, ("judge_outputs", "reconcile_control"))
     sweep("claim_resumes", claims, watched_claims, ("claims_control",))
+    sweep("drift_windows", drift, drifting, ("drift_partials",))
+
+    async def drift_flush() -> None:
+        try:
+            await publish("drift_flush", ("drift_partials",), deltas.drain())
+        except Exception:
+            log.exception("drift flush failed; those deltas are lost")
+
+    app.timer(options.drift.flush_seconds, name="drift_flush")(drift_flush)
+    app.topology.append(Wired("Timer", "drift_flush", (), ("drift_partials",),  # type: ignore[attr-defined]
+                              does="every few seconds: the claim and run steps' windowed drift deltas, one "
+                              "record per judge"))  # fmt: skip
 
     @app.task
     async def rubric_cache() -> None:

@@ -29,6 +29,7 @@ from pydantic_core import to_json
 
 from schemas import ClaimCheck, RoutingDecision, RoutingPolicy, RubricVersion, StaleWorkAlert, parse_claim_check
 from streams.aggregate import aggregate_verdicts
+from streams.drift import LOW_CONFIDENCE_DEFAULT, DriftAccumulator, epoch
 from streams.edge import Admitted, admit_claim_check, over_hold_limit
 from streams.envelope import H_SOURCE, Outgoing, SourceRef, iso
 from streams.ids import event_id
@@ -272,10 +273,13 @@ class ClaimStage:
             "verdicts; re-key a check whose key is not its claim_id; hold checks whose rubric is unknown")  # fmt: skip
 
     def __init__(self, rubrics: RubricLookup, *, clock: Clock, retention: timedelta, max_payload_bytes: int,
-                 stale_after: timedelta = timedelta(minutes=5), hold: HoldBudget | None = None) -> None:  # fmt: skip
+                 stale_after: timedelta = timedelta(minutes=5), hold: HoldBudget | None = None,
+                 drift: DriftAccumulator | None = None) -> None:  # fmt: skip
         self.rubrics = rubrics
         self.stale_after = stale_after
         self.hold = hold
+        self.drift = drift
+        """Drift deltas: every check a claim state accepts is observed once (`streams.drift`)."""
         self.clock = clock
         self.retention = retention
         self.max_payload_bytes = max_payload_bytes
@@ -292,7 +296,9 @@ class ClaimStage:
                 return Step.store(None, []) if expired(state, now, self.retention) else Step.emit([])
             if kind == "alert":
                 return self._alert(state, now)
+            before = len(state.votes)
             state, out = on_resume(state, self.rubrics, now)
+            self._observe(state, before, None, record, now)
             return self._keep(state, out, now)
         admitted = admit_claim_check(record.value or b"", record.origin(), now=now, max_bytes=self.max_payload_bytes,
                                      rubrics=self.rubrics)  # fmt: skip
@@ -309,12 +315,30 @@ class ClaimStage:
         if not known and waits and self.hold is not None and self.hold.full():
             return Step.emit([over_hold_limit(record.value or b"", record.origin(), "claim_check", self.hold.limit)])
         decided = state.decided_at is not None
+        before = len(state.votes)
         state, out = on_check(state, check, self.rubrics, now, raw=record.value or b"", src=record.origin())
         published = [] if waits else admitted.records  # a held check is published once its rubric validated it
         if known:
             return Step.emit([*published, *out])
+        self._observe(state, before, check, record, now)
         step = self._keep(state, [*published, *out], now)
         return Step(step.records, step.state, step.changed, late=decided)
+
+    def _observe(self, state: ClaimState, before: int, check: ClaimCheck | None, record: Inbound,
+                 now: datetime) -> None:  # fmt: skip
+        """Hand the votes this step added to the drift accumulator, each at its check's own time."""
+        if self.drift is None or len(state.votes) == before:
+            return
+        fallback = record.timestamp if record.timestamp is not None else now.timestamp()
+        for vote in state.votes[before:]:
+            rubric = self.rubrics(vote.rubric_version_id) if vote.rubric_version_id else None
+            if check is not None and vote.judge_id == check.judge_id:
+                at = epoch(check.checked_at, fallback)
+            else:  # released from the hold (rare): its checked_at is in the released text
+                at = next((epoch(d.get("checked_at"), fallback) for d in map(json.loads, state.released)
+                           if d.get("judge_id") == vote.judge_id), fallback)  # fmt: skip
+            self.drift.observe_check(vote.judge_id, vote.verdict, vote.score, vote.confidence,
+                                     rubric.routing.floor if rubric else LOW_CONFIDENCE_DEFAULT, at)  # fmt: skip
 
     def _keep(self, state: ClaimState, out: list[Outgoing], now: datetime) -> Step:
         if self.retention <= timedelta(0) and expired(state, now, self.retention):

@@ -26,3 +26,5 @@ WATCHDOG_RECOVERIES = Counter("judgeflow_watchdog_recoveries_total",
 HELD_EVENTS = Gauge("judgeflow_held_events", "Events held waiting for their rubric or run (bounded by "
                     "JUDGEFLOW_MAX_HELD_EVENTS; past it they are dead-lettered)")  # fmt: skip
 STALE_ALERTS = Counter("judgeflow_stale_alerts_total", "Stale-work alerts raised, by kind", ["kind"])
+JUDGE_ALERTS = Counter("judgeflow_judge_alerts_total", "Judge drift alerts raised, by judge and statistic",
+                       ["judge", "statistic"])  # fmt: skip

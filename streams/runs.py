@@ -45,6 +45,7 @@ from schemas import (
     parse_evaluation_run,
 )
 from schemas.types import parse_timestamp
+from streams.drift import DriftAccumulator, epoch
 from streams.edge import admit_judge_output, dead_letter, over_hold_limit, require_key
 from streams.envelope import H_ERROR_CODES, H_SOURCE, H_SOURCE_VERSION, Outgoing, SourceRef, from_micros, iso, micros
 from streams.ids import event_id
@@ -536,9 +537,12 @@ class RunStage:
             "re-key an output whose key is not its evaluation_run_id")  # fmt: skip
 
     def __init__(self, rubrics: RubricLookup, *, clock: Clock, retention: timedelta, max_payload_bytes: int,
-                 stale_after: timedelta = timedelta(minutes=5), hold: HoldBudget | None = None) -> None:  # fmt: skip
+                 stale_after: timedelta = timedelta(minutes=5), hold: HoldBudget | None = None,
+                 drift: DriftAccumulator | None = None) -> None:  # fmt: skip
         self.rubrics = rubrics
         self.hold = hold
+        self.drift = drift
+        """Drift deltas: every judge a run accepts (output, failed or timed-out stub) is observed once."""
         self.clock = clock
         self.retention = retention
         self.max_payload_bytes = max_payload_bytes
@@ -590,6 +594,7 @@ class RunStage:
             if admitted.refused is None or known_state is None:
                 return Step.emit(admitted.records)
             state, out = on_refused(known_state, admitted.refused, admitted.records[0], self.rubrics, now)
+            self._observe(known_state, state, admitted.refused.judge_completed_at, record, now)
             records = [*admitted.records, *out]
             return Step.emit(records) if state is known_state else self._keep(state, records, now)
         if record.role == "judge_outputs" and key != output.evaluation_run_id:
@@ -603,11 +608,22 @@ class RunStage:
         final = state.final
         before = state
         state, out = on_output(state, output, origin, raw, self.rubrics, now, checked=checked)
+        self._observe(before, state, output.judge_completed_at, record, now)
         # Published as valid only once validated with its rubric: a held output is published when released.
         records = [*(admitted.records if checked else []), *out]
         if final and not known:
             return Step.emit(records, late=True)
         return Step.emit(records) if state is before else self._keep(state, records, now)
+
+    def _observe(self, before: RunState, state: RunState, completed_at: str | None, record: Inbound,
+                 now: datetime) -> None:  # fmt: skip
+        """Hand the judge this step added to the run (if any) to the drift accumulator, at its completion time."""
+        if self.drift is None or len(state.judges) <= len(before.judges):
+            return
+        fallback = record.timestamp if record.timestamp is not None else now.timestamp()
+        at = epoch(completed_at, fallback)
+        for judge in state.judges[len(before.judges) :]:
+            self.drift.observe_output(judge, at)
 
     def _alert(self, state: RunState, kind: str, now: datetime) -> Step:
         if kind in state.alerted:

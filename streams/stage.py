@@ -29,6 +29,8 @@ class Inbound:
     value: bytes | None
     src: SourceRef
     headers: dict[str, bytes] = field(default_factory=dict)
+    timestamp: float | None = None
+    """The Kafka record's timestamp (seconds since the epoch), when known."""
 
     def origin(self) -> SourceRef:
         """Where the record entered judgeflow: a re-keyed record names its original coordinates."""

@@ -25,6 +25,8 @@ class TopicNames:
     alerts: str = "judgeflow.alerts"
     judge_outputs_rekeyed: str = "judgeflow.judge.outputs.rekeyed"
     checks_rekeyed: str = "judgeflow.judge.checks.rekeyed"
+    judge_alerts: str = "judge.alerts"
+    drift_partials: str = "judgeflow.drift.partials"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> TopicNames:
