@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
@@ -22,7 +26,7 @@ from schemas import RoutingDecision
 from schemas.rubric import RoutingPolicy
 from streams.routing import route
 from streams.topics import TopicNames
-from tests.support import Worker, consume_until, create_topics, produce, project_to_end, unique_prefix
+from tests.support import REPO, Worker, consume_until, create_topics, produce, project_to_end, unique_prefix
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +57,7 @@ def _table(out: str, title: str) -> dict[str, list[str]]:
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(title))
     rows: dict[str, list[str]] = {}
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip() or (line[0] not in "│┃┏┡└╇━┗┠├" and rows):
             break
         cells = [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
@@ -85,9 +89,10 @@ def test_calibrate_through_kafka_and_postgres(kafka_bootstrap: str, database_url
     with Worker(kafka_bootstrap, prefix, tmp_path / "w") as worker:
 
         def settled(rs: list[Any]) -> bool:  # a first decision per claim, and the two aggregated ones
-            return sum(RoutingDecision.model_validate_json(r.value).claim_id is not None for r in rs) >= 15
+            decisions = (RoutingDecision.model_validate_json(r.value) for r in rs)
+            return len({(d.claim_id, len(d.judge_ids)) for d in decisions if d.claim_id is not None}) >= 15
 
-        consume_until(kafka_bootstrap, [names.done, names.second_judge, names.human_review], settled, timeout=120,
+        consume_until(kafka_bootstrap, [names.done, names.second_judge, names.human_review], settled, timeout=240,
                       worker=worker)  # fmt: skip
     project_to_end(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema, names)
 
@@ -133,8 +138,8 @@ def test_calibrate_through_kafka_and_postgres(kafka_bootstrap: str, database_url
     figure = json.loads(page.split("const FIG = ", 1)[1].split(";\n", 1)[0])
     lines = {t["name"].split(" (")[0]: t for t in figure["data"]}
     assert lines["perfectly calibrated"]["x"] == [0, 1]
-    assert lines["judge-1"]["x"] == pytest.approx([0.2, 0.5, 0.9]) and lines["judge-1"]["y"] == pytest.approx(
-        [0.5, 0.75, 2 / 3])
+    assert lines["judge-1"]["x"] == pytest.approx([0.2, 0.5, 0.9])
+    assert lines["judge-1"]["y"] == pytest.approx([0.5, 0.75, 2 / 3])
     assert "Plotly.newPlot" in page and "changes no rubric" in page
 
     nothing = runner.invoke(main, ["calibrate", "--rubric", workload.stable_id("rubric", "never"), "--schema",
@@ -168,3 +173,32 @@ async def _dashboard_pages(database_url: str, schema: str, rid: str) -> dict[str
             response = await client.get(path)
             out[path] = (response.status, await response.text())
     return out
+
+
+def test_calibrate_on_the_demo_workload(kafka_bootstrap: str, database_url: str, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The demo's claim checks carry no rubric, so its reviews calibrate under `none`. Replaying the current
+    (default) policy reproduces the routes the worker actually took, and the counts are those of the read models."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "DATABASE_URL": database_url}
+    demo = subprocess.run([sys.executable, "-m", "judgeflow.cli", "demo", "--runs", "2", "--claims", "300"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=400)  # fmt: skip
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    [schema] = [line.split()[1] for line in demo.stdout.splitlines() if line.startswith("schema ")]
+    with psycopg.connect(database_url, options=f"-c search_path={schema}") as conn:
+        row = conn.execute(
+            "SELECT count(DISTINCT r.claim_id), count(DISTINCT k.claim_id), "
+            "count(DISTINCT k.claim_id) FILTER (WHERE k.route = 'human_review'), "
+            "count(DISTINCT k.claim_id) FILTER (WHERE k.route = 'second_judge') "
+            "FROM checks k JOIN claim_checks c ON c.claim_id = k.claim_id AND c.judge_id = k.judge_id "
+            "LEFT JOIN latest_reviews r ON r.claim_id = k.claim_id WHERE k.route IS NOT NULL").fetchone()  # fmt: skip
+    assert row is not None
+    reviewed, routed, to_humans, to_second = row
+    assert reviewed > 0
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(main, ["calibrate", "--rubric", "none", "--schema", schema],
+                              env={"DATABASE_URL": database_url, "COLUMNS": "200"})  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert f"checks without a rubric: {reviewed} reviewed claims" in done.output
+    current = _table(done.output, "Suggested routing thresholds")["current"]
+    assert current[:5] == ["0.8", "0.6", "0.45", f"{to_humans / routed:.3f}", f"{to_second / routed:.3f}"]
+    assert (tmp_path / "calibration-none.html").exists()
