@@ -324,6 +324,91 @@ def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
 
 
 @main.command()
+@click.option("--rubric", "rubric", required=True, help="rubric_version_id, or `none` for checks without a rubric")
+@click.option("--schema", default="judgeflow", show_default=True, help="read-model schema")
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="reliability plot and tables as HTML (default calibration-<rubric>.html)",
+)
+@click.option("--bins", type=click.IntRange(1, 100), default=10, show_default=True, help="confidence bins")
+@click.option(
+    "--max-human-share",
+    type=click.FloatRange(0, 1),
+    default=0.15,
+    show_default=True,
+    help="target: share of routed checks sent to human review",
+)
+@click.option(
+    "--max-overturn",
+    type=click.FloatRange(0, 1),
+    default=0.10,
+    show_default=True,
+    help="target: overturn rate of reviewed claims a policy sends straight to done",
+)
+@click.option(
+    "--max-second-share",
+    type=click.FloatRange(0, 1),
+    default=0.30,
+    show_default=True,
+    help="target: share of routed checks sent to the second judge",
+)
+@click.option(
+    "--step",
+    type=click.FloatRange(0.01, 0.5),
+    default=0.05,
+    show_default=True,
+    help="grid step of the candidate thresholds",
+)
+@click.pass_context
+def calibrate(
+    ctx: click.Context,
+    rubric: str,
+    schema: str,
+    html_file: Path | None,
+    bins: int,
+    max_human_share: float,
+    max_overturn: float,
+    max_second_share: float,
+    step: float,
+) -> None:
+    """Calibration from human reviews for one rubric: per judge a reliability table (confidence bins vs
+    agreement with the human verdict) and expected calibration error, the overturn rate by route reason, and
+    routing thresholds that would have met the targets on the reviewed history. Writes the reliability plot
+    to HTML. It only suggests: no rubric is changed.
+
+    \b
+    Examples:
+      judgeflow calibrate --rubric 0b0a3c5e-8f55-5f0e-9a57-3d2b0f6f6f11
+      judgeflow calibrate --rubric none --max-human-share 0.12 --html cal.html
+    """
+    from rich.console import Console
+
+    from judgeflow.calibration import NoReviews, Options, compute, page_html, print_calibration
+    from judgeflow.dashboard import ReadModelsMissing, require_read_models
+    from projections.calibration import Targets
+    from projections.migrate import connect
+
+    url = _database_url(_settings(ctx))
+    try:
+        require_read_models(url, schema, "calibrate")
+    except (ReadModelsMissing, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    options = Options(bins=bins, step=step, targets=Targets(max_human_share, max_overturn, max_second_share))
+    try:
+        with connect(url, schema) as conn:
+            cal = compute(conn, rubric, options)
+    except (NoReviews, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    print_calibration(cal, Console())
+    out = html_file or Path(f"calibration-{cal.rubric}.html")
+    out.write_text(page_html(cal))
+    click.echo(f"wrote {out}")
+
+
+@main.command()
 @click.option("--schema", default="judgeflow", show_default=True, help="read-model schema")
 @click.option("--host", default=None, help="bind address (default JUDGEFLOW_WEB_HOST, 127.0.0.1)")
 @click.option("--port", type=int, default=8050, show_default=True)

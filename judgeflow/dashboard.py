@@ -441,7 +441,8 @@ def report_html(data: dict[str, Any]) -> str:
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dashboard</title>
 <style>{style}</style><script src="/static/plotly.min.js"></script></head><body>
-<h1>judgeflow dashboard</h1><p id="status">loading…</p><div id="problem" class="problem" role="alert" hidden></div>
+<h1>judgeflow dashboard</h1><p><a id="calibration-link" href="/calibration">Calibration from reviews, per rubric</a></p>
+<p id="status">loading…</p><div id="problem" class="problem" role="alert" hidden></div>
 <div id="alerts"></div>
 <div class="grid">{divs}</div><div id="runs"></div><div id="table"></div><div id="agreement-box"></div>
 <script>{draw}
@@ -495,7 +496,7 @@ refresh(); setInterval(refresh, {refresh} * 1000);
 
 
 def make_app(database_url: str, schema: str) -> Any:
-    """The read-only aiohttp app: GET / (page), /api/summary (JSON), /static/plotly.min.js.
+    """The read-only aiohttp app: GET / (page), /api/summary (JSON), /static/plotly.min.js, /calibration.
 
     Without the read models (no schema, an old one) or without Postgres, /api/summary answers 503
     with what is missing and the commands that fix it, and the page shows them (and keeps checking)."""
@@ -543,7 +544,39 @@ def make_app(database_url: str, schema: str) -> Any:
     app.router.add_get("/", index)
     app.router.add_get("/api/summary", api)
     app.router.add_get("/static/plotly.min.js", js)
+    add_calibration_routes(app, database_url, schema)
     return app
+
+
+def add_calibration_routes(app: Any, database_url: str, schema: str) -> None:
+    """GET /calibration (one link per rubric with reviewed claims) and /calibration?rubric=ID (that rubric's
+    calibration page, computed on request by the code behind `judgeflow calibrate`)."""
+    from aiohttp import web
+
+    from judgeflow.calibration import NoReviews, compute, index_html, page_html
+    from projections.calibration import reviewed_rubrics
+
+    def render(rubric: str | None) -> tuple[int, str]:
+        try:
+            with psycopg.connect(database_url, options=f"-c search_path={schema}", connect_timeout=5) as conn:
+                problem = find_problem(conn, schema, describe_database(database_url))
+                if problem is not None:
+                    return 503, f"<pre>{html.escape(problem.as_text())}</pre>"
+                if rubric is None:
+                    return 200, index_html(reviewed_rubrics(conn))
+                return 200, page_html(compute(conn, rubric), plotly_src="/static/plotly.min.js")
+        except (NoReviews, ValueError) as exc:
+            return 404, f"<p>{html.escape(str(exc))}</p><p><a href='/calibration'>rubrics with reviews</a></p>"
+        except psycopg.OperationalError as exc:
+            return 503, f"<pre>{html.escape(unreachable(describe_database(database_url), exc).as_text())}</pre>"
+
+    async def calibration(request: web.Request) -> web.Response:
+        import asyncio
+
+        status, text = await asyncio.to_thread(render, request.query.get("rubric"))
+        return web.Response(text=text, status=status, content_type="text/html")
+
+    app.router.add_get("/calibration", calibration)
 
 
 def write_report(database_url: str, schema: str, path: Path) -> Path:
