@@ -33,6 +33,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -110,9 +111,16 @@ def run_records(names: TopicNames, runs: int, seed: int, timeout_s: float) -> tu
     return records, pub
 
 
+NIGHT_MINUTES = 600
+DRIFT_SPAN = (0.7, 0.9)
+"""The part of the night (as shares of the batch, in checking order) in which the first judge turns harsh."""
+
+
 def nightly_claims(names: TopicNames, claims: int, seed: int, pub: Published) -> list[Any]:
     """Seed 003's illustrative batch: 62% confident passes, 18% borderline,
-    11% low-confidence fails, 9% confident fails; 1 in 100 sent with a string."""
+    11% low-confidence fails, 9% confident fails; 1 in 100 sent with a string.
+    The checks are spread over a 10-hour night in order; from the 7th to the 9th
+    hour the judge fails most claims it would have passed (a drift to alert on)."""
     rng = random.Random(seed + 1)
     records = []
     for c in range(claims):
@@ -126,7 +134,10 @@ def nightly_claims(names: TopicNames, claims: int, seed: int, pub: Published) ->
             v, s, conf = "fail", rng.uniform(0.0, 0.44), rng.uniform(0.1, 0.59)
         else:
             v, s, conf = "fail", rng.uniform(0.0, 0.44), rng.uniform(0.6, 1.0)
+        if DRIFT_SPAN[0] <= c / claims < DRIFT_SPAN[1] and v == "pass" and rng.random() < 0.7:
+            v, s = "fail", rng.uniform(0.2, 0.6)
         doc = workload.claim_check(rng, claim_id, verdict=v, score=s, confidence=conf)
+        doc["checked_at"] = workload.iso(workload.EPOCH + timedelta(minutes=NIGHT_MINUTES * c / claims))
         if bucket == 99:
             doc["confidence"] = str(doc["confidence"])  # a producer that sends strings
         records.append((names.checks, claim_id.encode(), json.dumps(doc).encode()))
@@ -222,6 +233,45 @@ def _accounted(c: dict[str, int], pub: Published, claims: int) -> bool:
     )  # fmt: skip
 
 
+DRIFT_CLAIMS = 500
+"""From this many claims the night has enough checks per hour (>= 30) for the drift detector."""
+
+
+def _wait_for_drift_alert(conn: psycopg.Connection, timeout: float) -> None:
+    """The drift alert comes a moment after the last check: the worker flushes its window counts every second
+    and the window closes once the judge's later checks are in."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if conn.execute("SELECT count(*) FROM judge_alerts").fetchone() != (0,):
+            return
+        time.sleep(0.5)
+
+
+def _judge_quality(console: Console, conn: psycopg.Connection) -> None:
+    """Agreement over all judges (Krippendorff's alpha), and the drift alerts raised."""
+    t = Table(title="agreement between judges: Krippendorff's alpha, all judges", title_justify="left")
+    for col in ("rubric", "of", "alpha", "95% interval", "units"):
+        t.add_column(col)
+    for rubric, lane, value, low, high, units in conn.execute(
+        "SELECT rubric, lane_key, value, ci_low, ci_high, units FROM judge_agreement_by_rubric "
+        "WHERE judges = 'all judges' AND statistic LIKE 'alpha%'"
+    ):
+        shown = "undefined" if value is None else f"{value:.3f}"
+        t.add_row(rubric, f"lane {lane}" if lane else "claim verdicts", shown,
+                  "" if low is None else f"{low:.2f} to {high:.2f}", str(units))  # fmt: skip
+    console.print(t)
+    t = Table(title="judge drift alerts (hour windows of the night)", title_justify="left")
+    for col in ("judge", "statistic", "window", "value (n)", "baseline", "z"):
+        t.add_column(col, no_wrap=col == "judge")
+    for judge, stat, lane, start, value, n, base, sd, z in conn.execute(
+        "SELECT judge, statistic, lane, window_start, value, n, baseline_mean, baseline_sd, z FROM judge_alerts "
+        "ORDER BY window_start, judge, statistic, lane"
+    ):
+        t.add_row(judge, stat + (f" {lane}" if lane else ""), start.strftime("%m-%d %H:%M"), f"{value:.3f} ({n})",
+                  f"{base:.3f}±{sd:.3f}", f"{z:+.1f}")  # fmt: skip
+    console.print(t)
+
+
 def _summary(console: Console, conn: psycopg.Connection, c: dict[str, int], pub: Published) -> None:
     t = Table(title="judgeflow demo: published vs accounted for in Postgres", title_justify="left")
     for col in ("events", "published", "projected", "dead-lettered"):
@@ -261,6 +311,7 @@ def _summary(console: Console, conn: psycopg.Connection, c: dict[str, int], pub:
     for judge, n, kappa in kappa_by_judge(conn):
         t.add_row(judge, str(n), f"{overturn.get(judge, 0):.2f}", "undefined" if kappa is None else f"{kappa:.3f}")
     console.print(t)
+    _judge_quality(console, conn)
 
 
 def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -300,7 +351,8 @@ def kept_lines(database_url: str, schema: str, started_here: bool, command: str,
     env = f"DATABASE_URL={shlex.quote(database_url)}"
     lines = [f"read models kept in schema {schema}",
              f"dashboard: {env} {command} dashboard --schema {schema}",
-             f"report:    {env} {command} report --schema {schema} --html report.html"]  # fmt: skip
+             f"report:    {env} {command} report --schema {schema} --html report.html",
+             f"calibrate: {env} {command} calibrate --rubric none --schema {schema}"]  # fmt: skip
     if started_here:
         state = f"JUDGEFLOW_STATE_DIR={shlex.quote(state_dir)} " if state_dir else ""
         lines.append(f"stop:      {state}{command} services down   # the services the demo started run until then")
@@ -343,7 +395,8 @@ def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float =
             migrate(services.database_url, schema)
             env = {**os.environ, **services.env(), "JUDGEFLOW_TOPIC_PREFIX": prefix,
                    "JUDGEFLOW_APP_ID": f"judgeflow-{prefix.rstrip('.')}", "JUDGEFLOW_TIMER_INTERVAL": "0.5",
-                   "JUDGEFLOW_DATA_DIR": str(work / "worker")}  # fmt: skip
+                   "JUDGEFLOW_DATA_DIR": str(work / "worker"),
+                   "JUDGEFLOW_DRIFT_FLUSH_SECONDS": "1"}  # fmt: skip
             processes.append(_spawn(["worker", "--loglevel", "warn"], env, work / "worker.log"))
             processes.append(_spawn(["projector", "--schema", schema], env, work / "projector.log"))
             first, pub = run_records(names, runs, seed, judge_timeout)
@@ -365,6 +418,8 @@ def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float =
                                                             / max(1, pub.checks + pub.outputs)))  # fmt: skip
                     ok = _accounted(counts, pub, claims)
                     progress.update(task, completed=1.0 if ok else None)
+                    if ok and claims >= DRIFT_CLAIMS:
+                        _wait_for_drift_alert(conn, min(60.0, max(1.0, deadline - time.monotonic())))
             with psycopg.connect(services.database_url, autocommit=True,
                                  options=f"-c search_path={schema}") as conn:  # fmt: skip
                 _summary(console, conn, counts, pub)

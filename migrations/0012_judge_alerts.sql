@@ -36,12 +36,13 @@ CREATE TABLE judge_alerts (
 DO $$ BEGIN PERFORM make_insert_only('judge_alerts'); END $$;
 CREATE INDEX idx_judge_alerts_judge ON judge_alerts(judge, window_start DESC);
 
--- Alerts of the last 7 days by their window's end, newest first, with the move
+-- Alerts raised in the last 7 days (a replayed stream of old events still shows
+-- what it raised today), newest window first, with the move
 -- from the baseline (value - baseline_mean) spelled out.
 CREATE VIEW recent_judge_alerts AS
 SELECT event_id, judge, source, statistic, lane, window_seconds, window_start, window_end, value, n,
        baseline_mean, baseline_sd, baseline_windows, value - baseline_mean AS delta, z, z_threshold, direction,
        raised_at
 FROM judge_alerts
-WHERE window_end >= now() - interval '7 days'
+WHERE raised_at >= now() - interval '7 days'
 ORDER BY window_end DESC, judge, statistic, lane;
