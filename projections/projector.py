@@ -176,6 +176,8 @@ class Projector:
             or (DEFAULT_RESAMPLES if agreement_resamples is None else agreement_resamples)
         )
         self._agreement_next = 0.0
+        self._agreement_task: asyncio.Task[None] | None = None
+        self._agreement_conn: psycopg.Connection | None = None
         self._floor: dict[TP, int] = {}
         """Log start offsets of partitions without a stored offset: their progress so far."""
         self._ends: dict[TP, int] = {}
@@ -272,8 +274,12 @@ class Projector:
         finally:
             # Not after a fatal stall: the connection may be stuck in a write, and the
             # process is about to exit anyway.
-            if self._conn is not None and self._fatal is None:
-                self._conn.close()
+            if self._fatal is None:
+                if self._agreement_task is not None:
+                    await self._agreement_task  # reports its own errors
+                for conn in (self._conn, self._agreement_conn):
+                    if conn is not None:
+                        conn.close()
         return self.stats
 
     async def _ensure_topics(self) -> None:
@@ -462,20 +468,32 @@ class Projector:
         return records
 
     async def _agreement(self, *, force: bool = False) -> None:
-        """Refresh the judge agreement of the rubrics committed batches marked: checked at most once a second
-        (or after every batch when the throttle is under a second), each rubric at most once per throttle."""
+        """Start a refresh of the judge agreement of the rubrics committed batches marked: checked at most once
+        a second (or after every batch when the throttle is under a second), each rubric at most once per
+        throttle. It runs beside the batches, on a connection and a thread of its own: a refresh (a bootstrap
+        over a rubric's facts, up to half a second) never holds a batch up. `force` waits for it."""
+        if force:
+            if self._agreement_task is not None:
+                await self._agreement_task
+            await self._refresh_agreement(force=True)
+            return
         now = time.monotonic()
-        if not force and now < self._agreement_next:
+        if now < self._agreement_next or (self._agreement_task is not None and not self._agreement_task.done()):
             return
         self._agreement_next = now + min(1.0, self.agreement_seconds)
-        conn = await self._connection()
+        self._agreement_task = asyncio.create_task(self._refresh_agreement(force=False))
+
+    async def _refresh_agreement(self, *, force: bool) -> None:
         try:
+            if self._agreement_conn is None or self._agreement_conn.closed:
+                self._agreement_conn = await asyncio.to_thread(self._connect)
             done, seconds = await asyncio.to_thread(
-                agreement_store.timed_refresh, conn, throttle_seconds=self.agreement_seconds, force=force,
-                resamples=self.agreement_resamples)  # fmt: skip
+                agreement_store.timed_refresh, self._agreement_conn, throttle_seconds=self.agreement_seconds,
+                force=force, resamples=self.agreement_resamples)  # fmt: skip
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             log.warning("judge agreement refresh failed (%s); the rubrics stay marked", str(exc).strip())
-            conn.close()
+            if self._agreement_conn is not None:
+                self._agreement_conn.close()
             return
         except Exception:  # a bad figure must not stop projection: the rubric stays marked, retried later
             log.exception("judge agreement refresh failed; the rubrics stay marked")
@@ -483,8 +501,8 @@ class Projector:
         self.stats.agreement_refreshes += done
         self.stats.seconds_agreement += seconds
         if done:
-            self.stats.timings.seconds["(agreement refresh, after commit)"] += seconds
-            self.stats.timings.rows["(agreement refresh, after commit)"] += done
+            self.stats.timings.seconds["(agreement refresh, beside the batches)"] += seconds
+            self.stats.timings.rows["(agreement refresh, beside the batches)"] += done
 
     def _before_commit(self) -> None:
         """Fault hook: the Nth batch that gets as far as its commit dies there."""
