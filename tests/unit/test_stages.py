@@ -262,3 +262,36 @@ def test_output_for_a_final_run_is_projected_and_counted_late() -> None:
     step = stage.handle(Inbound("judge_outputs", RUN_ID.encode(), json.dumps(late).encode(),
                                 SourceRef("judge_outputs", 0, 99)), table.data[RUN_ID])  # fmt: skip
     assert step.late and not step.changed and [r.role for r in step.records] == ["judge_outputs_valid"]
+
+
+def test_the_run_step_hands_each_accepted_judge_to_drift_once_at_its_completion_hour() -> None:
+    """Drift counts a judge output when its run accepts it (lane scores on the 0-1 scale, in the hour of its
+    `judge_completed_at`); a redelivery the run already knows adds nothing; a timeout stub counts as failed
+    and timed out."""
+    from streams.drift import DriftAccumulator, DriftOptions
+
+    clock, table = Clock(), Table()
+    acc = DriftAccumulator(DriftOptions(windows=(3600,)))
+    stage = RunStage(lambda rid: RUBRIC if rid == RUBRIC.rubric_version_id else None, clock=clock,
+                     retention=timedelta(days=7), max_payload_bytes=1_000_000, drift=acc)  # fmt: skip
+    table.feed(stage, "runs", RUN_ID, workload.evaluation_run(RUN_ID, timeout_s=30.0))
+    docs = outputs()[:2]
+    for doc in docs + docs[:1]:  # the first one redelivered
+        table.feed(stage, "judge_outputs", RUN_ID, doc)
+    clock.now += timedelta(minutes=5)  # the third judge times out: the sweep's stub comes back as input
+    for key, state in list(table.data.items()):
+        for record in stage.sweep([(key, state)]):
+            if record.role == "judge_outputs":
+                table.feed(stage, "judge_outputs", RUN_ID, json.loads(record.value))
+    counted = {judge: c for (judge, _size, _start), c in acc.outputs.items()}
+    assert sorted(counted) == sorted(workload.JUDGE_MODELS)
+    for doc in docs:
+        n, failed, timed_out, low, lanes = counted[doc["judge_model"]]
+        assert (n, failed, timed_out) == (1, 0, 0) and low == (doc["confidence"] == "low")
+        assert lanes == {lane["lane_key"]: [1.0, lane["lane_score"] / 100, (lane["lane_score"] / 100) ** 2]
+                         for lane in doc["lane_scores"]}  # fmt: skip
+        completed = datetime.fromisoformat(doc["judge_completed_at"].replace("Z", "+00:00")).timestamp()
+        [start] = [s for (j, _size, s) in acc.outputs if j == doc["judge_model"]]
+        assert start == completed - completed % 3600
+    [stub] = [c for j, c in counted.items() if j not in {d["judge_model"] for d in docs}]
+    assert stub[:3] == [1, 1, 1]
