@@ -1,13 +1,16 @@
 """Latency: at a steady, modest rate, every record's rows are visible in Postgres
-within one flush interval (`JUDGEFLOW_PROJECTOR_LINGER_MS`) of its send, plus a
-stated tolerance for the batch's own write, the broker's delivery and a shared
-machine's scheduling.
+within one flush interval (`JUDGEFLOW_PROJECTOR_LINGER_MS`) of its arrival, plus a
+stated tolerance for the batch's own write and a shared machine's scheduling. A
+record's arrival is when a plain consumer in the test process received it: the
+broker's delivery alone reached 228 ms on a loaded 2-core machine, and a row
+277 ms after its send was then 49 ms of projector. The report gives both, from
+the send.
 
 The bound is the shipped default linger plus `TOLERANCE_MS`; the projector runs
 with whatever the environment sets, as a deployment would. So the test fails
 when the projector lingers longer than it promises: with
-`JUDGEFLOW_PROJECTOR_LINGER_MS=1000` in the environment, 498 of 600 records were
-late (p50 600 ms, max 1,132 ms).
+`JUDGEFLOW_PROJECTOR_LINGER_MS=1000` in the environment, 465 of 600 records were
+late (up to 1,087 ms after they reached the plain consumer).
 """
 
 from __future__ import annotations
@@ -41,10 +44,10 @@ from tests.support import (
 pytestmark = pytest.mark.integration
 
 TOLERANCE_MS = 250.0
-"""Beyond the linger: the broker's delivery, the batch's own write and commit, the
-5 ms poll below, and the scheduling of 2 cores shared with the broker, Postgres
-and whatever else runs (a plain consumer's delivery alone reached 400 ms at p99
-on this machine under a load average of 6)."""
+"""Beyond the linger: the batch's own write and commit, the 5 ms poll below, and
+the scheduling of 2 cores shared with the broker, Postgres and whatever else runs
+(a plain consumer's delivery alone reached 400 ms at p99 on this machine under a
+load average of 6)."""
 RATE = 20.0
 """Judge outputs per second, each sent with its validated record and a claim check:
 60 records/s, about 1% of what one projector writes."""
@@ -189,8 +192,10 @@ def test_every_row_is_visible_within_one_flush_interval_at_a_steady_rate(
         f"send to a plain consumer {_percentiles(delivered)}; bound: linger {DEFAULT_LINGER_MS:.0f} + "
         f"{TOLERANCE_MS:.0f} ms"
     )  # fmt: skip
-    late = [round(v) for v in visible if v > bound]
+    # Per record, what the projector adds: its rows visible after the record reached a plain consumer in this
+    # process (so a moment in which the broker, or this process, did not run counts for neither).
+    late = [(round(v), round(d or 0.0)) for v, d in latencies if v - (d or 0.0) > bound]
     assert not late, (
-        f"{len(late)} of {len(visible)} records visible later than {bound:.0f} ms: {late[:20]}; "
-        + (MEASURED["projector latency"])
+        f"{len(late)} of {len(visible)} records visible more than {bound:.0f} ms after they reached a plain "
+        f"consumer (visible, reached, ms): {late[:20]}; " + (MEASURED["projector latency"])
     )
