@@ -32,20 +32,23 @@ def test_projector_survives_a_postgres_outage(kafka_bootstrap: str, tmp_path: Pa
               for i in range(600)]  # fmt: skip
     schema = "outage"
 
-    def counts() -> tuple[int, int]:
+    def counts() -> tuple[int, int, int]:
+        """Checks, raw events and routing decisions: the decisions come from other topics than
+        the checks, so a wait on the first two alone can end before the last has caught up."""
         try:
             with psycopg.connect(pg.url, autocommit=True, options=f"-c search_path={schema}", connect_timeout=2) as c:
-                row = c.execute("SELECT (SELECT count(*) FROM checks), (SELECT count(*) FROM raw_events)").fetchone()
-                return (int(row[0]), int(row[1])) if row else (0, 0)
+                row = c.execute("SELECT (SELECT count(*) FROM checks), (SELECT count(*) FROM raw_events),"
+                                " (SELECT count(*) FROM routing_decisions)").fetchone()  # fmt: skip
+                return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
         except (psycopg.OperationalError, psycopg.errors.UndefinedTable):
-            return (-1, -1)
+            return (-1, -1, -1)
 
     try:
         with Worker(kafka_bootstrap, prefix, tmp_path / "w") as worker, ProjectorProcess(
             kafka_bootstrap, prefix, tmp_path / "p", pg.url, schema
         ) as projector:  # fmt: skip
             produce(kafka_bootstrap, claims[:300])
-            wait_for(lambda: counts() == (300, 300), 120, "first half projected", projector)
+            wait_for(lambda: counts() == (300, 300, 300), 120, "first half projected", projector)
             pg.stop()
             down_at = time.monotonic()
             produce(kafka_bootstrap, claims[300:])
@@ -58,7 +61,7 @@ def test_projector_survives_a_postgres_outage(kafka_bootstrap: str, tmp_path: Pa
                 time.sleep(remaining)  # the fault's duration, not a synchronisation
             pg.start()
             up_at = time.monotonic()
-            wait_for(lambda: counts() == (600, 600), 120, "catch-up after the outage", projector)
+            wait_for(lambda: counts() == (600, 600, 600), 120, "catch-up after the outage", projector)
             caught_up = time.monotonic() - up_at
             assert projector.alive() and worker.alive()
         assert len({json.loads(r.value)["event_id"] for r in routed}) == 600
