@@ -23,6 +23,7 @@ after the commit (`projections.agreement_store`).
 from __future__ import annotations
 
 import time
+import weakref
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping
@@ -148,6 +149,12 @@ def _as_is(text: str) -> str:
     return text
 
 
+_STAGES: weakref.WeakKeyDictionary[psycopg.Connection, set[str]] = weakref.WeakKeyDictionary()
+"""The staging tables each connection has created: a temporary table lasts as long as its session, so
+it is created once per connection, not once per batch (a round trip per staged table and batch). A
+transaction that fails forgets its connection's tables: one created inside it was rolled back with it."""
+
+
 def _insert(cur: psycopg.Cursor, name: str, batch: list[tuple[object, ...]], *, returning: bool = False) -> set[Any]:
     """Insert skipping conflicts; with `returning`, the ids (first column) of the rows inserted."""
     staged = STAGED.get(name)
@@ -156,7 +163,10 @@ def _insert(cur: psycopg.Cursor, name: str, batch: list[tuple[object, ...]], *, 
         return set()
     table, cols = staged
     stage = f"stage_{table}"
-    cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+    made = _STAGES.setdefault(cur.connection, set())
+    if stage not in made:
+        cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+        made.add(stage)
     types = STAGED_BINARY.get(name)
     with cur.copy(f"COPY {stage} ({cols}) FROM STDIN" + (" (FORMAT BINARY)" if types else "")) as copy:
         if types:
@@ -356,6 +366,15 @@ class WriteTimings:
 def write_batch(conn: psycopg.Connection, consumer: str, rows: Rows, offsets: Offsets,
                 before_commit: object = None, timings: WriteTimings | None = None) -> None:  # fmt: skip
     """One transaction: check offsets, insert rows, refresh derived rows, store offsets."""
+    try:
+        _write_batch(conn, consumer, rows, offsets, before_commit, timings)
+    except BaseException:
+        _STAGES.pop(conn, None)
+        raise
+
+
+def _write_batch(conn: psycopg.Connection, consumer: str, rows: Rows, offsets: Offsets,
+                 before_commit: object, timings: WriteTimings | None) -> None:  # fmt: skip
     tm = timings or WriteTimings()
     clock = time.perf_counter()
     with conn.transaction():

@@ -16,7 +16,7 @@ from judgeflow import workload
 from projections.migrate import migrate
 from projections.projector import PROJECTED_ROLES
 from projections.rows import Record, Rows, project
-from projections.store import COPY_MIN_ROWS, INSERTS, STAGED_BINARY, _insert
+from projections.store import COPY_MIN_ROWS, INSERTS, STAGED_BINARY, _insert, write_batch
 from streams.topics import TopicNames
 
 pytestmark = pytest.mark.integration
@@ -88,3 +88,33 @@ def test_raw_events_binary_copy_stores_the_same_rows_as_a_plain_insert(
         want = conn.execute(q.format(sql.Identifier(text))).fetchall()
     assert len(want) == len(batch)
     assert got == want
+
+
+def test_a_failed_batch_leaves_the_next_one_its_staging_table(database_url: str, schemas: tuple[str, str]) -> None:
+    """A staging table is created once per connection; when the transaction that created it fails, it is rolled
+    back with it, and the next batch on the same connection must create it again, not assume it exists."""
+    schema, _ = schemas
+    rows = Rows()
+    records = _records()
+    for record in records:
+        project(record, NAMES, ROLES, rows)
+    assert len(rows.tables["raw_events"]) >= COPY_MIN_ROWS  # the staged path
+    offsets: dict[tuple[str, int], tuple[int | None, int]] = {}
+    for r in records:
+        tp = (r.topic, r.partition)
+        offsets[tp] = (None, max(offsets.get(tp, (None, 0))[1], r.offset + 1))
+
+    def fail() -> None:
+        raise RuntimeError("the batch dies before its commit")
+
+    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+        with pytest.raises(RuntimeError):
+            write_batch(conn, "stage-test", rows, offsets, fail)
+        assert conn.execute("SELECT to_regclass('pg_temp.stage_raw_events')").fetchone() == (None,)
+        write_batch(conn, "stage-test", rows, offsets)
+        stored = conn.execute("SELECT count(*) FROM raw_events").fetchone()
+        assert stored == (len(rows.tables["raw_events"]),)
+        # And a second batch on the connection reuses the table it created (a replay stores nothing new).
+        again = {tp: (nxt, nxt) for tp, (_, nxt) in offsets.items()}
+        write_batch(conn, "stage-test", rows, again)
+        assert conn.execute("SELECT count(*) FROM raw_events").fetchone() == stored
