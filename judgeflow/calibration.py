@@ -85,14 +85,16 @@ BIN_COLUMNS = ("confidence bin", "count", "mean confidence", "agreement", "gap")
 REASON_COLUMNS = ("final reason", "route", "reviewed", "decided", "overturned", "overturn rate", "unclear resolved")
 
 
-def tables(cal: Calibration) -> list[tuple[str, tuple[str, ...], list[list[str]]]]:
-    """Every table as (title, columns, rows of text): one source for the terminal and the HTML page."""
+def tables(cal: Calibration, *, bins: bool = True) -> list[tuple[str, tuple[str, ...], list[list[str]]]]:
+    """Every table as (title, columns, rows of text): one source for the terminal and the HTML page.
+
+    `bins=False` leaves out the per-judge reliability tables (the demo's short summary)."""
     out: list[tuple[str, tuple[str, ...], list[list[str]]]] = [(
         f"Judges vs human review, {_title(cal)}: {cal.reviewed_claims} reviewed claims",
         JUDGE_COLUMNS,
         [[j.judge_id, str(j.count), _n(j.accuracy), _n(j.mean_confidence), _n(j.ece)] for j in cal.judges],
     )]  # fmt: skip
-    for j in cal.judges:
+    for j in cal.judges if bins else []:
         rows = [[f"[{b.lower:.2f}, {b.upper:.2f}{']' if b.upper >= 1 else ')'}", str(b.count),
                  _n(b.mean_confidence), _n(b.accuracy),
                  "" if b.accuracy is None or b.mean_confidence is None else f"{b.accuracy - b.mean_confidence:+.3f}"]
@@ -122,8 +124,8 @@ def verdict_lines(cal: Calibration) -> list[str]:
     return [*cal.notes, f"{goal}: {head}", RULE, SAMPLE_CAVEAT, SUGGESTS_ONLY]
 
 
-def print_calibration(cal: Calibration, console: Console) -> None:
-    for title, columns, rows in tables(cal):
+def print_calibration(cal: Calibration, console: Console, *, bins: bool = True) -> None:
+    for title, columns, rows in tables(cal, bins=bins):
         table = Table(title=title, title_justify="left")
         for column in columns:
             table.add_column(column)

@@ -43,11 +43,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from judgeflow import workload
+from judgeflow.calibration import compute, print_calibration
 from judgeflow.dashboard import report_html
 from judgeflow.dashboard import summary as dashboard_summary
 from judgeflow.services import local
 from judgeflow.services.local import RunningServices, local_services
 from projections.analytics import kappa_by_judge
+from projections.calibration import reviewed_rubrics
 from projections.migrate import migrate
 from streams.topics import TopicNames, ensure_topics
 
@@ -248,7 +250,8 @@ def _wait_for_drift_alert(conn: psycopg.Connection, timeout: float) -> None:
 
 
 def _judge_quality(console: Console, conn: psycopg.Connection) -> None:
-    """Agreement over all judges (Krippendorff's alpha), and the drift alerts raised."""
+    """Agreement over all judges (Krippendorff's alpha), the drift alerts raised, and calibration from the
+    human reviews (`judgeflow calibrate` without the per-bin tables and the plot)."""
     t = Table(title="agreement between judges: Krippendorff's alpha, all judges", title_justify="left")
     for col in ("rubric", "of", "alpha", "95% interval", "units"):
         t.add_column(col)
@@ -270,6 +273,8 @@ def _judge_quality(console: Console, conn: psycopg.Connection) -> None:
         t.add_row(judge, stat + (f" {lane}" if lane else ""), start.strftime("%m-%d %H:%M"), f"{value:.3f} ({n})",
                   f"{base:.3f}±{sd:.3f}", f"{z:+.1f}")  # fmt: skip
     console.print(t)
+    for rubric, _name, _reviewed in reviewed_rubrics(conn):
+        print_calibration(compute(conn, rubric), console, bins=False)
 
 
 def _summary(console: Console, conn: psycopg.Connection, c: dict[str, int], pub: Published) -> None:

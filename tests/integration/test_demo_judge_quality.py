@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
+from judgeflow.calibration import compute
 from judgeflow.demo import DRIFT_SPAN, NIGHT_MINUTES, SECOND_JUDGE
 from judgeflow.workload import EPOCH
 from tests.support import REPO
@@ -43,6 +44,7 @@ def test_demo_shows_agreement_drift_and_calibration(kafka_bootstrap: str, databa
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=600)  # fmt: skip
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "judge drift alerts" in demo.stdout and "agreement between judges" in demo.stdout
+    assert "Judges vs human review" in demo.stdout and "Suggested routing thresholds" in demo.stdout
     [schema] = [line.split()[1] for line in demo.stdout.splitlines() if line.startswith("schema ")]
 
     with psycopg.connect(database_url, options=f"-c search_path={schema}") as conn:
@@ -83,6 +85,32 @@ def test_demo_shows_agreement_drift_and_calibration(kafka_bootstrap: str, databa
             assert start <= window_start < end
         first_hour = datetime(start.year, start.month, start.day, start.hour, tzinfo=UTC)
         assert (FIRST_JUDGE, "fail_rate", "up", first_hour, 3600) in alerts
+
+        # Calibration: each judge's ECE (what the demo and `calibrate` print) equals a reference computed here
+        # from the raw review and check rows: the latest review per claim, ten equal-width confidence bins.
+        reviews = conn.execute("SELECT claim_id, created_at, review_id::text, final_verdict FROM reviews").fetchall()
+        reviews.sort(key=lambda r: r[2])  # ties in time: the smallest review id, as the view orders them
+        reviews.sort(key=lambda r: r[1], reverse=True)
+        latest: dict[str, str] = {}
+        for claim, _created, _review, human in reviews:
+            latest.setdefault(claim, human)
+        points: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+        for claim, judge, verdict, confidence in conn.execute(
+            "SELECT claim_id, judge_id, verdict, confidence FROM claim_checks WHERE rubric_version_id IS NULL"
+        ):
+            if claim in latest:
+                points[judge].append((float(confidence), verdict == latest[claim]))
+        cal = compute(conn, "none")
+        assert {j.judge_id for j in cal.judges} == set(points) and FIRST_JUDGE in points
+        for j in cal.judges:
+            pts = points[j.judge_id]
+            conf = np.array([c for c, _ in pts])
+            hit = np.array([h for _, h in pts], dtype=float)
+            idx = np.minimum((conf * 10).astype(int), 9)
+            ece = sum(abs(hit[idx == b].mean() - conf[idx == b].mean()) * (idx == b).sum() / len(pts)
+                      for b in range(10) if (idx == b).any())  # fmt: skip
+            assert j.count == len(pts) and j.ece == pytest.approx(ece)
+            assert f"{ece:.3f}" in demo.stdout
 
     args = ["calibrate", "--rubric", "none", "--schema", schema, "--html", str(tmp_path / "cal.html")]
     calibrate = subprocess.run([sys.executable, "-m", "judgeflow.cli", *args], capture_output=True, text=True,
