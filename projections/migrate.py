@@ -83,7 +83,10 @@ def migrate(database_url: str, schema: str = DEFAULT_SCHEMA, migrations: Travers
 
     check_schema_name(schema)
     migration_files(migrations)
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
+        # IF NOT EXISTS does not hold against a concurrent creator (two processes starting at once both
+        # pass the check, one fails on the catalog's unique index): creators of one schema take turns.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('judgeflow schema ' || %s))", [schema])
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
     backend = get_backend(yoyo_url(database_url, schema))
     with _on_disk(migrations) as folder:
