@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,11 +27,8 @@ def postgres_workdir() -> Iterator[Path]:
     """A folder for an embedded Postgres outside pytest's temporary root: as root, Postgres runs as an
     unprivileged user, and any other pytest session of the same user resets that root to mode 0700,
     which cuts a running server off from its data directory ("Permission denied", then shutdown)."""
-    path = Path(tempfile.mkdtemp(prefix="judgeflow-test-postgres-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="judgeflow-test-postgres-", ignore_cleanup_errors=True) as path:
+        yield Path(path)
 
 
 def unique_prefix() -> str:
