@@ -3,8 +3,9 @@
 Inserts go in parent-before-child order and are idempotent, so a redelivered
 or replayed record changes nothing:
 
-- tables keyed by an event identity skip conflicts (`ON CONFLICT DO NOTHING`),
-  through a COPY into a staging table and one INSERT ... SELECT per table;
+- tables keyed by an event identity skip conflicts (`ON CONFLICT DO NOTHING`):
+  a batch is COPYed straight into its table inside a savepoint, and only when a
+  row of it exists already, staged and inserted with one INSERT ... SELECT;
 - a judge output's child rows (lanes, dimensions, evidence, flags, ...) go
   straight into their tables with a binary COPY, and only for the outputs
   whose own row this transaction inserted (`RETURNING`): an output seen before
@@ -156,37 +157,54 @@ transaction that fails forgets its connection's tables: one created inside it wa
 
 
 def _insert(cur: psycopg.Cursor, name: str, batch: list[tuple[object, ...]], *, returning: bool = False) -> set[Any]:
-    """Insert skipping conflicts; with `returning`, the ids (first column) of the rows inserted."""
+    """Insert skipping conflicts; with `returning`, the ids (first column) of the rows inserted.
+
+    A batch of COPY size first goes straight into its table, inside a savepoint: in steady
+    state no row of it exists yet, and one COPY is all the work. Only if some row conflicts
+    (a redelivered or replayed record, a duplicate within the batch) is the savepoint rolled
+    back and the batch staged, to skip the conflicting rows with one INSERT ... SELECT."""
     staged = STAGED.get(name)
     if staged is None or (len(batch) < COPY_MIN_ROWS and not returning):
         cur.executemany(INSERTS[name], batch)
         return set()
+    try:
+        with cur.connection.transaction():
+            _copy(cur, name, staged[0], batch)
+        return {row[0] for row in batch} if returning else set()
+    except psycopg.errors.UniqueViolation:
+        pass
     table, cols = staged
     stage = f"stage_{table}"
     made = _STAGES.setdefault(cur.connection, set())
     if stage not in made:
         cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
         made.add(stage)
-    types = STAGED_BINARY.get(name)
-    with cur.copy(f"COPY {stage} ({cols}) FROM STDIN" + (" (FORMAT BINARY)" if types else "")) as copy:
-        if types:
-            copy.set_types(types)
-            jsonb = [i for i, t in enumerate(types) if t == "jsonb"]
-            for row in batch:
-                values = list(row)
-                for i in jsonb:
-                    if values[i] is not None:
-                        values[i] = Jsonb(values[i], dumps=_as_is)
-                copy.write_row(values)
-        else:
-            for row in batch:
-                copy.write_row(row)
+    _copy(cur, name, stage, batch)
     insert = f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {stage} ON CONFLICT DO NOTHING"
     if not returning:
         cur.execute(insert)
         return set()
     cur.execute(insert + " RETURNING id")
     return {row[0] for row in cur.fetchall()}
+
+
+def _copy(cur: psycopg.Cursor, name: str, into: str, rows: list[tuple[Any, ...]]) -> None:
+    """COPY rows of `name` into `into` (its table or its staging table); in binary
+    where the column types are known (`STAGED_BINARY`, `BINARY_TYPES`)."""
+    cols = STAGED[name][1]
+    types = STAGED_BINARY.get(name) or BINARY_TYPES.get(name)
+    jsonb = [i for i, t in enumerate(types or ()) if t == "jsonb"]
+    with cur.copy(f"COPY {into} ({cols}) FROM STDIN" + (" (FORMAT BINARY)" if types else "")) as copy:
+        if types:
+            copy.set_types(types)
+        for row in rows:
+            if jsonb:
+                values = list(row)
+                for i in jsonb:
+                    if values[i] is not None:
+                        values[i] = Jsonb(values[i], dumps=_as_is)
+                row = tuple(values)
+            copy.write_row(row)
 
 
 BINARY_TYPES: dict[str, list[str]] = {
@@ -217,13 +235,7 @@ order). `judge_telemetry` goes as text: its NUMERIC columns arrive as floats."""
 
 def _copy_new(cur: psycopg.Cursor, name: str, rows: list[tuple[Any, ...]]) -> None:
     """COPY rows that cannot conflict (children of judge outputs inserted by this transaction) into their table."""
-    table, cols = STAGED[name]
-    types = BINARY_TYPES.get(name)
-    with cur.copy(f"COPY {table} ({cols}) FROM STDIN" + (" (FORMAT BINARY)" if types else "")) as copy:
-        if types:
-            copy.set_types(types)
-        for row in rows:
-            copy.write_row(row)
+    _copy(cur, name, STAGED[name][0], rows)
 
 
 SEEN: dict[str, str] = {

@@ -118,3 +118,40 @@ def test_a_failed_batch_leaves_the_next_one_its_staging_table(database_url: str,
         again = {tp: (nxt, nxt) for tp, (_, nxt) in offsets.items()}
         write_batch(conn, "stage-test", rows, again)
         assert conn.execute("SELECT count(*) FROM raw_events").fetchone() == stored
+
+
+def test_a_batch_part_of_which_is_stored_adds_only_its_new_rows(database_url: str, schemas: tuple[str, str]) -> None:
+    """A COPY batch goes straight into its table unless a row of it exists: then that COPY is undone and the
+    batch staged, so a partly redelivered batch (and one holding a record twice) stores each row once, and
+    the judge outputs it reports as new are exactly those it stored (their children follow only them)."""
+    twice, once = schemas
+    rng = random.Random(5)
+    records = []
+    for i in range(2 * COPY_MIN_ROWS):
+        run_id = workload.stable_id("partly", i // 3)
+        doc = workload.judge_output(rng, run_id, workload.JUDGE_MODELS[i % 3])
+        for topic in (NAMES.judge_outputs, NAMES.judge_outputs_valid):  # raw input and validated record
+            records.append(Record(topic, i % 4, i, run_id.encode(), json.dumps(doc).encode(), (),
+                                  1_764_540_000_000 + i))  # fmt: skip
+    first = records[: 2 * COPY_MIN_ROWS + 6]
+
+    def rows_of(batch: list[Record]) -> Rows:
+        rows = Rows()
+        for record in batch:
+            project(record, NAMES, ROLES, rows)
+        return rows
+
+    assert len(rows_of(first).tables["raw_events"]) >= COPY_MIN_ROWS  # both tables take the COPY path
+    tables = ["raw_events", *(t for t in INSERTS if t.startswith("judge_"))]
+    counts = sql.SQL("SELECT {}").format(sql.SQL(", ").join(
+        sql.SQL("(SELECT count(*) FROM {})").format(sql.Identifier(t)) for t in tables))  # fmt: skip
+    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={twice}") as conn:
+        write_batch(conn, "partly-a", rows_of(first), {})
+        # Everything again (the first part redelivered), and one record of the new part twice.
+        write_batch(conn, "partly-b", rows_of(records + records[-2:]), {})
+        got = conn.execute(counts).fetchone()
+    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={once}") as conn:
+        write_batch(conn, "once", rows_of(records), {})
+        want = conn.execute(counts).fetchone()
+    assert want is not None and want[:2] == (len(records) // 2, len(records) // 2)
+    assert got == want
