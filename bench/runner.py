@@ -8,6 +8,7 @@ Prints one table and writes `bench/results/<date>.json`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -127,11 +128,27 @@ async def _ceiling(bootstrap: str, events: int, seed: int) -> float:
     return await ceiling.passthrough(bootstrap, names.judge_outputs, target, events)
 
 
-def run(sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11) -> dict[str, Any]:
+def memory_dir() -> Path | None:
+    """A writable tmpfs folder (Linux's /dev/shm), or None."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+def broker_log(broker_dir: Path | None) -> str:
+    """Where the broker's log lives: "tmpfs", "disk", or "external" (KAFKA_BOOTSTRAP_SERVERS)."""
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return "external"
+    shm = memory_dir()
+    return "tmpfs" if broker_dir is not None and shm is not None and shm in broker_dir.parents else "disk"
+
+
+def run(sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11,
+        broker_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every measurement; `broker_dir` holds the broker started here (default: under `workdir`)."""
     from judgeflow.services.local import local_services
 
     started = time.monotonic()
-    with local_services(workdir / "services") as services:
+    with local_services(workdir / "services", kafka_dir=broker_dir) as services:
         bootstrap, database_url = services.kafka_bootstrap_servers, services.database_url
 
         def step(label: str) -> None:
@@ -223,6 +240,7 @@ def run(sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11) -> dic
             "memory_store": mem.store,
             "partitions": harness.PARTITIONS,
             "seed": seed,
+            "broker_log": broker_log(broker_dir),
         },  # fmt: skip
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -237,7 +255,8 @@ def run(sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11) -> dic
 
 def table(result: dict[str, Any]) -> Table:
     r, q = result, result["ratios"]
-    t = Table(title="judgeflow bench", show_lines=False)
+    log = r["workload"].get("broker_log")
+    t = Table(title="judgeflow bench" + (f" (broker log on {log})" if log else ""), show_lines=False)
     for col in ("measurement", "value", "ratio", "target", "goal"):
         t.add_column(col, justify="right" if col != "measurement" else "left")
 
@@ -298,13 +317,20 @@ def table(result: dict[str, Any]) -> Table:
     return t
 
 
-def main(sizes: Sizes, out: Path | None = None) -> Path:
+def main(sizes: Sizes, out: Path | None = None, *, broker_on_disk: bool = False) -> Path:
+    """Run, print and write the results. The broker started here keeps its log in
+    memory (tmpfs) where the machine has one, unless `broker_on_disk`: every pass
+    makes fresh topics, and on a disk shared with Postgres the broker's first
+    writes into them wait behind Postgres's commit flushes (bench/PROFILE.md)."""
     # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the worker, projector
     # and broker processes this started are stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     console = Console(width=None if sys.stdout.isatty() else 150)
-    with tempfile.TemporaryDirectory(prefix="judgeflow-bench-") as tmp:
-        result = run(sizes, workdir=Path(tmp), console=console)
+    shm = None if broker_on_disk else memory_dir()
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="judgeflow-bench-"))
+        broker = stack.enter_context(tempfile.TemporaryDirectory(prefix="judgeflow-bench-", dir=shm)) if shm else None
+        result = run(sizes, workdir=Path(tmp), console=console, broker_dir=Path(broker) / "kafka" if broker else None)
     console.print(table(result))
     path = out or RESULTS_DIR / f"{datetime.now(UTC).date().isoformat()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

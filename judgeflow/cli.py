@@ -616,11 +616,15 @@ def demo(runs: int, claims: int, seed: int, timeout: float, keep: bool) -> None:
 @click.option("--projection-outputs", type=int, default=None, help="judge outputs for batched vs per-row")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSON file (default bench/results/<date>.json)")  # fmt: skip
-def bench(quick: bool, out: Path | None, **overrides: int | None) -> None:
+@click.option("--broker-on-disk", is_flag=True,
+              help="keep the bench's broker log on disk, not in memory (tmpfs)")  # fmt: skip
+def bench(quick: bool, out: Path | None, broker_on_disk: bool, **overrides: int | None) -> None:
     """Measure throughput, latency, memory and scaling against a ceiling and a peer.
 
     Starts its own Kafka and Postgres unless KAFKA_BOOTSTRAP_SERVERS /
-    DATABASE_URL are set. Needs the `bench` extra (Quix Streams) for the peer.
+    DATABASE_URL are set; the broker keeps its log in memory (/dev/shm) where
+    there is one, as every pass writes into fresh topics (--broker-on-disk to
+    measure it on disk). Needs the `bench` extra (Quix Streams) for the peer.
 
     \b
     Examples:
@@ -634,7 +638,7 @@ def bench(quick: bool, out: Path | None, **overrides: int | None) -> None:
 
     sizes = Sizes.quick() if quick else Sizes()
     sizes = dataclasses.replace(sizes, **{k: v for k, v in overrides.items() if v is not None})
-    run_bench(sizes, out)
+    run_bench(sizes, out, broker_on_disk=broker_on_disk)
 
 
 @main.group()

@@ -38,12 +38,15 @@ class RunningServices:
 
 
 @contextlib.contextmanager
-def local_services(workdir: Path | None = None, *, keep: bool = False) -> Iterator[RunningServices]:
-    """Context manager for the demo and tests: start what the environment lacks."""
+def local_services(
+    workdir: Path | None = None, *, keep: bool = False, kafka_dir: Path | None = None
+) -> Iterator[RunningServices]:
+    """Context manager for the demo, tests and bench: start what the environment lacks.
+    `kafka_dir` puts the broker (its log included) elsewhere than `workdir`/kafka."""
     root = Path(workdir or tempfile.mkdtemp(prefix="judgeflow-services-"))
     broker = pg = None
     try:
-        running = start(root)
+        running = start(root, kafka_dir=kafka_dir)
         broker, pg = running.pop("broker"), running.pop("postgres")
         yield running["services"]
     finally:
@@ -54,12 +57,12 @@ def local_services(workdir: Path | None = None, *, keep: bool = False) -> Iterat
             shutil.rmtree(root, ignore_errors=True)
 
 
-def start(root: Path) -> dict:
+def start(root: Path, *, kafka_dir: Path | None = None) -> dict:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     database = os.environ.get("DATABASE_URL")
     broker = pg = None
     if not bootstrap:
-        broker = KafkaBroker(root / "kafka").start()
+        broker = KafkaBroker(kafka_dir or root / "kafka").start()
         bootstrap = broker.bootstrap
     if not database:
         pg = EmbeddedPostgres(root / "postgres").start()
