@@ -73,6 +73,7 @@ class Settings:
     state_retention_seconds: float = 7 * 24 * 3600.0
     producer_linger_ms: float = 20.0
     take_events: int = 256  # streams.app.TAKE_EVENTS
+    agent_slice_ms: float = 5.0  # streams.app.SLICE_MS
     stale_after_seconds: float = 300.0
     max_held_events: int = 100_000
     stall_seconds: float = 60.0
@@ -114,6 +115,7 @@ ENV = {
     "JUDGEFLOW_STATE_RETENTION": "state_retention_seconds",
     "JUDGEFLOW_PRODUCER_LINGER_MS": "producer_linger_ms",
     "JUDGEFLOW_TAKE_EVENTS": "take_events",
+    "JUDGEFLOW_AGENT_SLICE_MS": "agent_slice_ms",
     "JUDGEFLOW_STALE_AFTER": "stale_after_seconds",
     "JUDGEFLOW_MAX_HELD_EVENTS": "max_held_events",
     "JUDGEFLOW_STALL_SECONDS": "stall_seconds",

@@ -50,6 +50,7 @@ def worker_options(settings: Settings) -> WorkerOptions:
         state_retention=timedelta(seconds=settings.state_retention_seconds),
         producer_linger_ms=settings.producer_linger_ms,
         take_events=settings.take_events,
+        agent_slice_ms=settings.agent_slice_ms,
         stale_after=timedelta(seconds=settings.stale_after_seconds),
         max_held_events=settings.max_held_events,
         stall_seconds=settings.stall_seconds,

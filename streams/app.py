@@ -44,8 +44,12 @@ TAKE_EVENTS = 256
 """Events an agent handles per hand-over from its stream (`JUDGEFLOW_TAKE_EVENTS`): the one Faust's stream
 hands over and up to this many minus one of those already in its queue. With fetches delivered in one step
 (`streams.batched_delivery`) the queue holds a whole fetch, and skipping Faust's per-event stream iteration
-for the rest cut the claim step's CPU per event by more than half (bench/PROFILE.md). It also bounds how long
-an agent keeps the event loop: at ~0.5 ms per claim, 256 events are ~0.1 s."""
+for the rest cut the claim step's CPU per event by more than half (bench/PROFILE.md)."""
+SLICE_MS = 5.0
+"""How long an agent handles events before it hands the event loop back (`JUDGEFLOW_AGENT_SLICE_MS`): the
+producer's sender, the other agents and the fetch hand-over run between slices. Without it a take of 256
+events held the loop for tens of ms per agent, a produce round trip waited out several such turns, and the
+worker's records reached the broker in bursts every 0.3-0.5 s under a backlog (bench/PROFILE.md)."""
 SCAN_CHUNK = 2000
 """Keys a sweep reads per tick while it rebuilds its index after the worker's partitions changed."""
 
@@ -75,6 +79,7 @@ class WorkerOptions:
     max_held_events: int = 100_000
     producer_linger_ms: float = 20.0
     take_events: int = TAKE_EVENTS
+    agent_slice_ms: float = SLICE_MS
     stall_seconds: float = 60.0
     stall_recovery_seconds: float = 60.0
     ready_lag: int = 1000
@@ -281,11 +286,16 @@ def build_app(options: WorkerOptions) -> faust.App:
             consumer = app.consumer
             acking = app.topics.acking_topics
             flow = app.flow_control
+            budget = options.agent_slice_ms / 1000
             async for first in stream.events():
                 await handle(first)
+                since = time.perf_counter()
                 for _ in range(options.take_events - 1):
                     if queue.empty() or queue._errors:
                         break
+                    if budget and time.perf_counter() - since > budget:
+                        await asyncio.sleep(0)  # a slice is up: let the sender and the other agents run
+                        since = time.perf_counter()
                     event = queue.get_nowait()
                     msg = event.message
                     if flow.is_active() and msg.generation_id == app.consumer_generation_id:
