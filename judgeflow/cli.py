@@ -109,10 +109,12 @@ def worker(ctx: click.Context, loglevel: str) -> None:
     """
     import faust
 
+    from judgeflow.allocator import pin_mmap_threshold
     from judgeflow.worker import build_worker
     from streams.topics import TopicNames, ensure_topics
 
     settings = _settings(ctx)
+    pin_mmap_threshold(settings.malloc_mmap_threshold)
     names = TopicNames.with_prefix(settings.topic_prefix)
     try:
         asyncio.run(
@@ -183,6 +185,7 @@ def projector(ctx: click.Context, schema: str) -> None:
     import os
     import signal as sig
 
+    from judgeflow.allocator import pin_mmap_threshold
     from judgeflow.health import serve_health_from_env
     from judgeflow.metrics import ProjectorMetrics
     from projections.migrate import migrate as apply
@@ -191,6 +194,7 @@ def projector(ctx: click.Context, schema: str) -> None:
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     settings = _settings(ctx)
+    pin_mmap_threshold(settings.malloc_mmap_threshold)
     url = _database_url(settings)
     apply(url, schema)
     proj = Projector(

@@ -74,6 +74,7 @@ class Settings:
     producer_linger_ms: float = 20.0
     take_events: int = 256  # streams.app.TAKE_EVENTS
     agent_slice_ms: float = 5.0  # streams.app.SLICE_MS
+    malloc_mmap_threshold: int = 128 * 1024  # judgeflow.allocator.MMAP_THRESHOLD
     stale_after_seconds: float = 300.0
     max_held_events: int = 100_000
     stall_seconds: float = 60.0
@@ -116,6 +117,7 @@ ENV = {
     "JUDGEFLOW_PRODUCER_LINGER_MS": "producer_linger_ms",
     "JUDGEFLOW_TAKE_EVENTS": "take_events",
     "JUDGEFLOW_AGENT_SLICE_MS": "agent_slice_ms",
+    "JUDGEFLOW_MALLOC_MMAP_THRESHOLD": "malloc_mmap_threshold",
     "JUDGEFLOW_STALE_AFTER": "stale_after_seconds",
     "JUDGEFLOW_MAX_HELD_EVENTS": "max_held_events",
     "JUDGEFLOW_STALL_SECONDS": "stall_seconds",
