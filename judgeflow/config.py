@@ -75,6 +75,7 @@ class Settings:
     take_events: int = 256  # streams.app.TAKE_EVENTS
     agent_slice_ms: float = 5.0  # streams.app.SLICE_MS
     malloc_mmap_threshold: int = 128 * 1024  # judgeflow.allocator.MMAP_THRESHOLD
+    rocksdb_memory_mb: int = 32  # streams.rocksdb_memory.MEMORY_BUDGET
     stale_after_seconds: float = 300.0
     max_held_events: int = 100_000
     stall_seconds: float = 60.0
@@ -118,6 +119,7 @@ ENV = {
     "JUDGEFLOW_TAKE_EVENTS": "take_events",
     "JUDGEFLOW_AGENT_SLICE_MS": "agent_slice_ms",
     "JUDGEFLOW_MALLOC_MMAP_THRESHOLD": "malloc_mmap_threshold",
+    "JUDGEFLOW_ROCKSDB_MEMORY_MB": "rocksdb_memory_mb",
     "JUDGEFLOW_STALE_AFTER": "stale_after_seconds",
     "JUDGEFLOW_MAX_HELD_EVENTS": "max_held_events",
     "JUDGEFLOW_STALL_SECONDS": "stall_seconds",
@@ -212,6 +214,8 @@ def validate(settings: Settings) -> None:
         raise ConfigError("JUDGEFLOW_STALL_RECOVERY_SECONDS: must be positive")
     if settings.ready_lag < 0:
         raise ConfigError("JUDGEFLOW_READY_LAG: must be 0 or more")
+    if settings.rocksdb_memory_mb < 1:
+        raise ConfigError("JUDGEFLOW_ROCKSDB_MEMORY_MB: must be at least 1")
     try:
         drift_options(settings)
     except ValueError as exc:

@@ -51,6 +51,7 @@ def worker_options(settings: Settings) -> WorkerOptions:
         producer_linger_ms=settings.producer_linger_ms,
         take_events=settings.take_events,
         agent_slice_ms=settings.agent_slice_ms,
+        rocksdb_memory_bytes=settings.rocksdb_memory_mb << 20,
         stale_after=timedelta(seconds=settings.stale_after_seconds),
         max_held_events=settings.max_held_events,
         stall_seconds=settings.stall_seconds,

@@ -36,8 +36,8 @@ from streams.topics import TopicNames
 from streams.watchdog import Action, ProgressWatchdog, WatchdogState, format_partitions
 
 log = logging.getLogger("judgeflow.streams")
-ROCKSDB_OPTIONS = {"write_buffer_size": 8 << 20, "max_write_buffer_number": 2, "block_cache_size": 32 << 20,
-                   "block_cache_compressed_size": 8 << 20}  # fmt: skip
+ROCKSDB_OPTIONS = {"write_buffer_size": 8 << 20, "max_write_buffer_number": 2}
+"""Per database; what all of them hold together is bounded by `WorkerOptions.rocksdb_memory_bytes`."""
 CONTROL_QUIET_SECONDS = 10.0
 """A control record or stub sent by a sweep is not sent again for this long (the agent needs a moment)."""
 TAKE_EVENTS = 256
@@ -80,6 +80,8 @@ class WorkerOptions:
     producer_linger_ms: float = 20.0
     take_events: int = TAKE_EVENTS
     agent_slice_ms: float = SLICE_MS
+    rocksdb_memory_bytes: int = 32 << 20
+    """Block cache and memtables of all the worker's RocksDB databases together (`streams.rocksdb_memory`)."""
     stall_seconds: float = 60.0
     stall_recovery_seconds: float = 60.0
     ready_lag: int = 1000
@@ -92,6 +94,21 @@ class WorkerOptions:
     @property
     def broker_url(self) -> str:
         return ",".join(f"kafka://{hp}" for hp in self.bootstrap_servers.split(","))
+
+
+def _stores(options: WorkerOptions) -> tuple[str, Callable[[], dict[str, Any]]]:
+    """The app's store URL and each table's store options: Faust's memory store as configured, or RocksDB
+    databases that all draw on one memory budget (Faust's own defaults allow 3 x 64 MiB memtables and a
+    2 GiB cache per database, and a worker opens one database per table and partition). The app's URL, not
+    the table's: Faust tests a table's URL for truth, and `rocksdb-bounded://` has no host or path."""
+    if not options.store.startswith("rocksdb"):
+        return options.store, dict
+    from streams.rocksdb_memory import STORE_SCHEME, MemoryBudget
+
+    budget = MemoryBudget(options.rocksdb_memory_bytes)
+    metrics.ROCKSDB_MEMORY.labels("memtables").set_function(budget.memtable_usage)
+    metrics.ROCKSDB_MEMORY.labels("cache").set_function(budget.cache_usage)
+    return f"{STORE_SCHEME}://", lambda: {"options": {**ROCKSDB_OPTIONS, "budget": budget}}
 
 
 class Stage(Protocol):
@@ -212,11 +229,12 @@ def _watch_claim(doc: State) -> bool:
 
 def build_app(options: WorkerOptions) -> faust.App:
     names = options.names
+    store_url, store = _stores(options)
     app = DurableApp(
         options.app_id,
         broker=options.broker_url,
         broker_credentials=options.broker_credentials,
-        store=options.store,
+        store=store_url,
         datadir=options.data_dir,
         processing_guarantee="at_least_once",
         topic_partitions=options.partitions,
@@ -235,8 +253,6 @@ def build_app(options: WorkerOptions) -> faust.App:
         cython_optimizations=True,
     )
     role_of = {name: role for role, name in names.all().items()}
-    # Faust's RocksDB defaults allow 3 x 64 MiB write buffers and a 2 GiB block cache per table; these bound it.
-    rocksdb = ROCKSDB_OPTIONS if options.store.startswith("rocksdb") else None
     cache = RubricCache(options.bootstrap_servers, names.rubrics, **options.client_kwargs)
     retention, clock, limit = options.state_retention, options.clock, options.max_payload_bytes
     hold = HoldBudget(options.max_held_events)
@@ -338,15 +354,14 @@ def build_app(options: WorkerOptions) -> faust.App:
         app.topology.append(Wired("Agent", stage.name, stage.reads, stage.writes,  # type: ignore[attr-defined]
                                   getattr(stage, "keeps", ""), stage.does))  # fmt: skip
 
-    run_table = app.Table(runs.keeps, default=None, partitions=options.partitions, key_type=str, options=rocksdb)
-    claim_table = app.Table(claims.keeps, default=None, partitions=options.partitions, key_type=str,
-                            options=rocksdb)  # fmt: skip
+    run_table = app.Table(runs.keeps, default=None, partitions=options.partitions, key_type=str, **store())
+    claim_table = app.Table(claims.keeps, default=None, partitions=options.partitions, key_type=str, **store())
     open_runs = SweepIndex(run_table, _watch_run, hold, runs.keeps)
     watched_claims = SweepIndex(claim_table, _watch_claim, hold, claims.keeps)
     agent(runs, run_table, open_runs, contract="judge_output")
     agent(claims, claim_table, watched_claims, contract="claim_check")
     agent(rubrics, contract="rubric")
-    drift_table = app.Table(drift.keeps, default=None, partitions=options.partitions, key_type=str, options=rocksdb)
+    drift_table = app.Table(drift.keeps, default=None, partitions=options.partitions, key_type=str, **store())
     drifting = SweepIndex(drift_table, watch_drift)
     agent(drift, drift_table, drifting, contract=None)
 

@@ -25,6 +25,9 @@ WATCHDOG_RECOVERIES = Counter("judgeflow_watchdog_recoveries_total",
                               "Consumer rebuilds the watchdog started after a stall")  # fmt: skip
 HELD_EVENTS = Gauge("judgeflow_held_events", "Events held waiting for their rubric or run (bounded by "
                     "JUDGEFLOW_MAX_HELD_EVENTS; past it they are dead-lettered)")  # fmt: skip
+ROCKSDB_MEMORY = Gauge("judgeflow_rocksdb_memory_bytes", "Memory of the worker's RocksDB databases together: "
+                       "memtables, and the shared block cache with the memtables' charge (rocksdb:// only)",
+                       ["part"])  # fmt: skip
 STALE_ALERTS = Counter("judgeflow_stale_alerts_total", "Stale-work alerts raised, by kind", ["kind"])
 JUDGE_ALERTS = Counter("judgeflow_judge_alerts_total", "Judge drift alerts raised, by judge and statistic",
                        ["judge", "statistic"])  # fmt: skip
