@@ -40,6 +40,14 @@ logger.kafka.level = INFO
 """
 
 
+JIT = "-XX:TieredStopAtLevel=1"
+"""The broker's JVM compiles with C1 only. A local broker shares its few cores with every judgeflow process,
+the load and Postgres, and within its first minutes the optimizing C2 compiler took about half a core: in a
+half-load pipeline pass 4.0-4.2 s of the broker's 8.1 s of CPU were its compiler threads, while its network
+and request threads spent the same 3.2-3.5 s with C1 alone (bench/PROFILE.md). A production cluster runs its
+own JVMs; this one is for `judgeflow services`, the demo, the tests and the bench."""
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("JUDGEFLOW_CACHE_DIR", Path.home() / ".cache" / "judgeflow"))
 
@@ -205,6 +213,7 @@ class KafkaBroker(ServiceProcess):
                     java(),
                     f"-Xmx{self.heap}",
                     "-XX:+UseSerialGC",
+                    JIT,
                     log4j,
                     "-cp",
                     classpath,
