@@ -62,15 +62,11 @@ class BoundedOptions(RocksDBOptions):
         self.budget = budget
 
     def as_options(self) -> rocksdict.Options:
+        """Faust's options (write buffers, file sizes, open files) with the table factory and the memtable
+        limit replaced by the budget's."""
         if not self.use_rocksdict:
             raise RuntimeError("the bounded RocksDB store needs rocksdict")
-        options = rocksdict.Options(raw_mode=True)
-        options.create_if_missing(True)
-        if self.max_open_files is not None:
-            options.set_max_open_files(self.max_open_files)
-        options.set_write_buffer_size(self.write_buffer_size)
-        options.set_target_file_size_base(self.target_file_size_base)
-        options.set_max_write_buffer_number(self.max_write_buffer_number)
+        options = super().as_options()
         options.set_arena_block_size(ARENA_BLOCK)
         options.set_write_buffer_manager(self.budget.memtables)
         table = rocksdict.BlockBasedOptions()
@@ -89,11 +85,9 @@ class Store(FaustRocksDBStore):
     opens the state an earlier version wrote."""
 
     def __init__(self, *args: Any, options: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, options=options, **kwargs)
+        super().__init__(*args, options=options, **kwargs)  # takes `read_only` and `driver` out of `options`
         settings = dict(options or {})
         budget = settings.pop("budget", None)
         if not isinstance(budget, MemoryBudget):
             raise TypeError(f"the {STORE_SCHEME}:// store needs a MemoryBudget as the table option 'budget'")
-        settings.pop("read_only", None)
-        settings.pop("driver", None)
         self.rocksdb_options = BoundedOptions(budget, **settings, use_rocksdict=self.use_rocksdict)
