@@ -32,6 +32,7 @@ from streams.envelope import H_ERROR_CODES, Outgoing, SourceRef, utc_now
 from streams.rubric_cache import RubricCache, RubricStage
 from streams.runs import RunStage
 from streams.stage import Clock, HoldBudget, Inbound, State, Step
+from streams.state_codec import STATE_CODEC
 from streams.topics import TopicNames
 from streams.watchdog import Action, ProgressWatchdog, WatchdogState, format_partitions
 
@@ -354,14 +355,20 @@ def build_app(options: WorkerOptions) -> faust.App:
         app.topology.append(Wired("Agent", stage.name, stage.reads, stage.writes,  # type: ignore[attr-defined]
                                   getattr(stage, "keeps", ""), stage.does))  # fmt: skip
 
-    run_table = app.Table(runs.keeps, default=None, partitions=options.partitions, key_type=str, **store())
-    claim_table = app.Table(claims.keeps, default=None, partitions=options.partitions, key_type=str, **store())
+    def table(name: str) -> Any:
+        made: Any = app.Table(name, default=None, partitions=options.partitions, key_type=str, **store())
+        # Faust takes a table's codecs from its types only. Its store is made later, with these, and its
+        # changelog records are sent with the table's codecs (`Table.send_changelog`).
+        made.key_serializer = made.value_serializer = STATE_CODEC
+        return made
+
+    run_table, claim_table = table(runs.keeps), table(claims.keeps)
     open_runs = SweepIndex(run_table, _watch_run, hold, runs.keeps)
     watched_claims = SweepIndex(claim_table, _watch_claim, hold, claims.keeps)
     agent(runs, run_table, open_runs, contract="judge_output")
     agent(claims, claim_table, watched_claims, contract="claim_check")
     agent(rubrics, contract="rubric")
-    drift_table = app.Table(drift.keeps, default=None, partitions=options.partitions, key_type=str, **store())
+    drift_table = table(drift.keeps)
     drifting = SweepIndex(drift_table, watch_drift)
     agent(drift, drift_table, drifting, contract=None)
 
