@@ -73,6 +73,7 @@ class Settings:
     state_retention_seconds: float = 7 * 24 * 3600.0
     producer_linger_ms: float = 20.0
     take_events: int = 256  # streams.app.TAKE_EVENTS
+    poll_records: int = 2000  # streams.app.POLL_RECORDS
     agent_slice_ms: float = 5.0  # streams.app.SLICE_MS
     malloc_mmap_threshold: int = 128 * 1024  # judgeflow.allocator.MMAP_THRESHOLD
     rocksdb_memory_mb: int = 32  # streams.rocksdb_memory.MEMORY_BUDGET
@@ -117,6 +118,7 @@ ENV = {
     "JUDGEFLOW_STATE_RETENTION": "state_retention_seconds",
     "JUDGEFLOW_PRODUCER_LINGER_MS": "producer_linger_ms",
     "JUDGEFLOW_TAKE_EVENTS": "take_events",
+    "JUDGEFLOW_POLL_RECORDS": "poll_records",
     "JUDGEFLOW_AGENT_SLICE_MS": "agent_slice_ms",
     "JUDGEFLOW_MALLOC_MMAP_THRESHOLD": "malloc_mmap_threshold",
     "JUDGEFLOW_ROCKSDB_MEMORY_MB": "rocksdb_memory_mb",
@@ -214,6 +216,8 @@ def validate(settings: Settings) -> None:
         raise ConfigError("JUDGEFLOW_STALL_RECOVERY_SECONDS: must be positive")
     if settings.ready_lag < 0:
         raise ConfigError("JUDGEFLOW_READY_LAG: must be 0 or more")
+    if settings.poll_records < 0:
+        raise ConfigError("JUDGEFLOW_POLL_RECORDS: must be 0 (no limit) or more")
     if settings.rocksdb_memory_mb < 1:
         raise ConfigError("JUDGEFLOW_ROCKSDB_MEMORY_MB: must be at least 1")
     try:

@@ -50,6 +50,7 @@ def worker_options(settings: Settings) -> WorkerOptions:
         state_retention=timedelta(seconds=settings.state_retention_seconds),
         producer_linger_ms=settings.producer_linger_ms,
         take_events=settings.take_events,
+        poll_records=settings.poll_records,
         agent_slice_ms=settings.agent_slice_ms,
         rocksdb_memory_bytes=settings.rocksdb_memory_mb << 20,
         stale_after=timedelta(seconds=settings.stale_after_seconds),

@@ -20,6 +20,7 @@ def test_defaults_and_env_overrides() -> None:
         ({"DATABASE_URL": "mysql://x"}, "DATABASE_URL"),
         ({"JUDGEFLOW_PARTITIONS": "four"}, "partitions"),
         ({"KAFKA_SECURITY_PROTOCOL": "TLS"}, "KAFKA_SECURITY_PROTOCOL"),
+        ({"JUDGEFLOW_POLL_RECORDS": "-1"}, "JUDGEFLOW_POLL_RECORDS"),
     ],
 )
 def test_bad_settings_fail_in_one_line(env: dict[str, str], fragment: str) -> None:
@@ -41,3 +42,13 @@ def test_config_file_then_env(tmp_path: Path) -> None:
     f.write_text("no_such_setting = 1\n")
     with pytest.raises(ConfigError, match="unknown setting"):
         load_settings({}, config_file=f)
+
+
+@pytest.mark.parametrize("value,faust", [(None, 2000), ("500", 500), ("0", None)])
+def test_the_poll_limit_reaches_fausts_consumer(tmp_path: Path, value: str | None, faust: int | None) -> None:
+    from judgeflow.worker import worker_options
+    from streams.app import build_app
+
+    env = {"JUDGEFLOW_DATA_DIR": str(tmp_path)} | ({"JUDGEFLOW_POLL_RECORDS": value} if value else {})
+    app = build_app(worker_options(load_settings(env)))
+    assert app.conf.broker_max_poll_records == faust
