@@ -316,11 +316,13 @@ def build_app(options: WorkerOptions) -> faust.App:
                 await handle(first)
                 since = time.perf_counter()
                 for _ in range(options.take_events - 1):
-                    if queue.empty() or queue._errors:
-                        break
                     if budget and time.perf_counter() - since > budget:
                         await asyncio.sleep(0)  # a slice is up: let the sender and the other agents run
                         since = time.perf_counter()
+                    # Only now, with no await before `get_nowait`: a rebalance clears the queue while the
+                    # agent yields, and a queue tested before the yield crashed the agent (QueueEmpty).
+                    if queue.empty() or queue._errors:
+                        break
                     event = queue.get_nowait()
                     msg = event.message
                     if flow.is_active() and msg.generation_id == app.consumer_generation_id:
