@@ -188,12 +188,15 @@ def projector(ctx: click.Context, schema: str) -> None:
     from judgeflow.allocator import pin_mmap_threshold
     from judgeflow.health import serve_health_from_env
     from judgeflow.metrics import ProjectorMetrics
+    from judgeflow.quiet_logs import quiet_repeats
     from projections.migrate import migrate as apply
-    from projections.projector import Projector, ProjectorStalled
+    from projections.projector import Projector, ProjectorOutage, ProjectorStalled
+    from streams.outage import Reachability
     from streams.topics import TopicNames
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     settings = _settings(ctx)
+    quiet_repeats(settings.log_repeat_seconds)
     pin_mmap_threshold(settings.malloc_mmap_threshold)
     url = _database_url(settings)
     apply(url, schema)
@@ -210,6 +213,12 @@ def projector(ctx: click.Context, schema: str) -> None:
         ready_lag=settings.ready_lag,
         ensure_partitions=settings.partitions,
         ensure_replication=settings.replication_factor,
+        outage=Reachability(
+            stall_seconds=settings.stall_seconds,
+            exit_seconds=settings.outage_exit_seconds,
+            log_every=settings.log_repeat_seconds,
+            log=logging.getLogger("judgeflow.projector"),
+        ),  # fmt: skip
     )
 
     async def run() -> None:
@@ -224,7 +233,7 @@ def projector(ctx: click.Context, schema: str) -> None:
             # forever. Safe: the offsets are stored with the rows, in one transaction.
             logging.getLogger("judgeflow.projector").error("exiting for a restart: %s", exc)
             logging.shutdown()
-            os._exit(3)
+            os._exit(4 if isinstance(exc, ProjectorOutage) else 3)
         finally:
             if health is not None:
                 await health.close()

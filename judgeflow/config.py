@@ -82,6 +82,8 @@ class Settings:
     stall_seconds: float = 60.0
     stall_recovery_seconds: float = 60.0
     ready_lag: int = 1000
+    outage_exit_seconds: float = 300.0  # streams.outage.DEFAULT_OUTAGE_EXIT_SECONDS
+    log_repeat_seconds: float = 60.0  # streams.outage.DEFAULT_LOG_EVERY_SECONDS
     drift_windows: str = "1h,1d"
     drift_flush_seconds: float = 5.0
     drift_grace_seconds: float = 300.0
@@ -127,6 +129,8 @@ ENV = {
     "JUDGEFLOW_STALL_SECONDS": "stall_seconds",
     "JUDGEFLOW_STALL_RECOVERY_SECONDS": "stall_recovery_seconds",
     "JUDGEFLOW_READY_LAG": "ready_lag",
+    "JUDGEFLOW_OUTAGE_EXIT_SECONDS": "outage_exit_seconds",
+    "JUDGEFLOW_LOG_REPEAT_SECONDS": "log_repeat_seconds",
     "JUDGEFLOW_DRIFT_WINDOWS": "drift_windows",
     "JUDGEFLOW_DRIFT_FLUSH_SECONDS": "drift_flush_seconds",
     "JUDGEFLOW_DRIFT_GRACE_SECONDS": "drift_grace_seconds",
@@ -214,6 +218,10 @@ def validate(settings: Settings) -> None:
         raise ConfigError("JUDGEFLOW_STALL_SECONDS: must be positive")
     if settings.stall_recovery_seconds <= 0:
         raise ConfigError("JUDGEFLOW_STALL_RECOVERY_SECONDS: must be positive")
+    if settings.outage_exit_seconds < 0:
+        raise ConfigError("JUDGEFLOW_OUTAGE_EXIT_SECONDS: must be 0 (never exit) or more")
+    if settings.log_repeat_seconds <= 0:
+        raise ConfigError("JUDGEFLOW_LOG_REPEAT_SECONDS: must be positive")
     if settings.ready_lag < 0:
         raise ConfigError("JUDGEFLOW_READY_LAG: must be 0 or more")
     if settings.poll_records < 0:

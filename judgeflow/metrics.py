@@ -32,6 +32,12 @@ PROJECTION_LAG = Gauge("judgeflow_projection_lag", "Projector lag (records behin
                        ["topic", "partition"])  # fmt: skip
 PROJECTED_ROWS = Counter("judgeflow_projected_rows_total", "Rows written by the projector")
 PROJECTED_BATCHES = Counter("judgeflow_projected_batches_total", "Batches committed by the projector")
+PROJECTION_REJECTS = Counter(
+    "judgeflow_projection_rejects_total",
+    "Records the projector set aside in projection_rejects (code PROJECTION_REFUSED: Postgres refused its rows; "
+    "PROJECTION_UNDECODABLE: it could not be made into rows)",
+    ["topic", "code"],
+)
 
 
 def export_watchdog(state: WatchdogState) -> None:
@@ -54,6 +60,9 @@ class ProjectorMetrics:
 
     def watchdog(self, state: WatchdogState) -> None:
         export_watchdog(state)
+
+    def record_rejected(self, topic: str, code: str) -> None:
+        PROJECTION_REJECTS.labels(topic, code).inc()
 
 
 def serve_from_env(default_host: str = "127.0.0.1") -> int | None:

@@ -12,7 +12,9 @@ import faust
 
 from judgeflow.config import Settings, drift_options
 from judgeflow.health import HealthServer, serve_health_from_env
+from judgeflow.quiet_logs import quiet_repeats
 from streams.app import WorkerOptions, build_app
+from streams.outage import Reachability
 from streams.topics import TopicNames
 from streams.watchdog import ProgressWatchdog, WatchdogState
 
@@ -58,6 +60,13 @@ def worker_options(settings: Settings) -> WorkerOptions:
         stall_seconds=settings.stall_seconds,
         stall_recovery_seconds=settings.stall_recovery_seconds,
         ready_lag=settings.ready_lag,
+        outage=Reachability(
+            stall_seconds=settings.stall_seconds,
+            exit_seconds=settings.outage_exit_seconds,
+            log_every=settings.log_repeat_seconds,
+            log=logging.getLogger("judgeflow.worker"),
+        ),
+        on_outage_exit=_exit_for_outage,
         on_stall_exit=_exit_for_supervisor,
         drift=drift_options(settings),
     )
@@ -71,18 +80,34 @@ def _exit_for_supervisor(state: WatchdogState) -> None:
     os._exit(3)
 
 
+OUTAGE_EXIT_CODE = 4
+"""The exit status after an outage longer than JUDGEFLOW_OUTAGE_EXIT_SECONDS (3: a stall it could not heal)."""
+
+
+def _exit_for_outage(reason: str) -> None:
+    """An outage past its window: end now with exit code 4, for the supervisor to restart the process (and an
+    operator to see the restarts). Nothing is lost: uncommitted input is read again, its ids dedupe it."""
+    logging.getLogger("judgeflow.worker").critical("exiting: %s", reason)
+    logging.shutdown()
+    os._exit(OUTAGE_EXIT_CODE)
+
+
 def build_worker(settings: Settings) -> faust.App:
     app = build_app(worker_options(settings))
     watchdog: ProgressWatchdog = app.watchdog  # type: ignore[attr-defined]
     check_seconds = min(5.0, settings.stall_seconds / 4)
     servers: list[HealthServer] = []
 
+    outage: Reachability = app.outage  # type: ignore[attr-defined]
+
     def status() -> WatchdogState:
-        return watchdog.state.stale(time.monotonic(), max(3 * check_seconds, 10.0))
+        return outage.judge(watchdog.state.stale(time.monotonic(), max(3 * check_seconds, 10.0)))
 
     @app.task
     async def health_endpoint() -> None:
-        """/healthz, /readyz and /metrics from the worker's own event loop (JUDGEFLOW_METRICS_PORT)."""
+        """/healthz, /readyz and /metrics from the worker's own event loop (JUDGEFLOW_METRICS_PORT); and, Faust's
+        logging being set up by now, the Kafka clients' repeating lines held to one per interval."""
+        quiet_repeats(settings.log_repeat_seconds)
         server = await serve_health_from_env(status, settings.web_host)
         if server is not None:
             servers.append(server)

@@ -43,7 +43,19 @@ AGREEMENT_QUERY = (
 UNDEFINED = "undefined"
 """How a figure that does not exist shows (no pairable units, every value the same): never as 0."""
 
-EMPTY_SECTIONS: dict[str, str] = {STALE_ALERTS: "no stale work", AGREEMENT: "no run or claim rated by two judges yet"}
+PROJECTION_REJECTS = "Records the projector set aside (projection_rejects)"
+PROJECTION_REJECTS_QUERY = (
+    'SELECT topic, partition, "offset", code, sqlstate, error, received_at FROM projection_rejects '
+    'ORDER BY received_at DESC, topic, partition, "offset" LIMIT 20'
+)
+"""Records whose rows Postgres refused or that could not be made into rows: their bytes are kept; the rest
+of their partitions was projected. A `judgeflow rebuild` after the cause is fixed projects them."""
+
+EMPTY_SECTIONS: dict[str, str] = {
+    STALE_ALERTS: "no stale work",
+    PROJECTION_REJECTS: "none",
+    AGREEMENT: "no run or claim rated by two judges yet",
+}
 """What to print instead of an empty table, for the sections where empty is the news."""
 
 REPORT_QUERIES: dict[str, str] = {
@@ -65,6 +77,7 @@ REPORT_QUERIES: dict[str, str] = {
         "GROUP BY judge_model, bucket ORDER BY judge_model, bucket"
     ),
     "Dead letters by code": "SELECT * FROM dead_letters_by_code",
+    PROJECTION_REJECTS: PROJECTION_REJECTS_QUERY,
 }
 
 

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import math
 import os
+import random
 import signal
 import time
 from collections.abc import Iterable
@@ -34,9 +35,18 @@ import psycopg
 from projections import agreement_store
 from projections.agreement import DEFAULT_RESAMPLES
 from projections.migrate import DEFAULT_SCHEMA, check_schema_name
-from projections.rows import Record, Rows, project
-from projections.store import OffsetConflict, WriteTimings, stored_offsets, write_batch
-from streams.topics import TopicNames, ensure_topics
+from projections.rows import (
+    PROJECTION_REFUSED,
+    PROJECTION_UNDECODABLE,
+    Record,
+    Rows,
+    project,
+    raw_event_row,
+    reject_row,
+)
+from projections.store import OffsetConflict, WriteTimings, refused_by_data, stored_offsets, write_batch
+from streams.outage import BROKER, POSTGRES, Reachability
+from streams.topics import INPUT_ROLES, TopicNames, ensure_topics
 from streams.watchdog import TP, Action, ProgressWatchdog, WatchdogState, format_partitions
 
 log = logging.getLogger("judgeflow.projector")
@@ -76,6 +86,8 @@ class ProjectorObserver(Protocol):
 
     def watchdog(self, state: WatchdogState) -> None: ...
 
+    def record_rejected(self, topic: str, code: str) -> None: ...
+
 
 class NoObserver:
     """The default: report nothing (rebuilds, tests, library use)."""
@@ -89,10 +101,28 @@ class NoObserver:
     def watchdog(self, state: WatchdogState) -> None:
         return None
 
+    def record_rejected(self, topic: str, code: str) -> None:
+        return None
+
 
 class ProjectorStalled(RuntimeError):
     """The watchdog saw no progress, rebuilt the consumer, and still saw none:
     exit non-zero and let the supervisor start a fresh process."""
+
+
+class ProjectorOutage(ProjectorStalled):
+    """The broker or Postgres stayed out of reach past the outage window (`streams.outage`): exit non-zero
+    (status 4) so a supervisor restarts the process and an operator sees the restarts."""
+
+
+def postgres_target(database_url: str) -> str:
+    """Where Postgres is, for logs and health: host, port and database, never the user or the password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(database_url)
+    except psycopg.ProgrammingError:
+        return "Postgres"
+    host, port, db = info.get("host") or "localhost", info.get("port") or "5432", info.get("dbname") or ""
+    return f"Postgres {host}:{port}/{db}"
 
 
 @dataclass
@@ -102,6 +132,8 @@ class ProjectorStats:
     records: int = 0
     rows: int = 0
     conflicts: int = 0
+    rejects: int = 0
+    """Records set aside in `projection_rejects` (see `Projector._write`)."""
     reconnects: int = 0
     rebuilds: int = 0
     seconds_writing: float = 0.0
@@ -137,11 +169,13 @@ class Projector:
         metadata_max_age_ms: int = 5000,
         agreement_seconds: float | None = None,
         agreement_resamples: int | None = None,
+        outage: Reachability | None = None,
     ):
         """`ensure_partitions`: create missing topics at start with this many
         partitions (and `ensure_replication`), as the worker would; None leaves
         topic creation to others. `stall_seconds` / `recovery_seconds` /
-        `ready_lag` configure the watchdog (see streams.watchdog)."""
+        `ready_lag` configure the watchdog (see streams.watchdog); `outage` the outage policy (see
+        streams.outage: health during an outage, the exit after it lasted too long, quiet retries)."""
         self.bootstrap = bootstrap
         self.database_url = database_url
         self.names = names
@@ -163,6 +197,11 @@ class Projector:
         self.linger_s = float(os.environ.get("JUDGEFLOW_PROJECTOR_LINGER_MS", linger_ms)) / 1000
         self.observer: ProjectorObserver = observer or NoObserver()
         self.watchdog = ProgressWatchdog(stall_seconds, recovery_seconds, ready_lag=ready_lag)
+        self.outage = outage or Reachability(stall_seconds=stall_seconds, log=log)
+        self.broker_target = f"broker {bootstrap}"
+        self.postgres_target = postgres_target(database_url)
+        self._postgres_ok_at = 0.0
+        self._probe_conn: psycopg.Connection | None = None
         self.check_seconds = check_seconds or min(5.0, stall_seconds / 4)
         self.ensure_partitions = ensure_partitions
         self.ensure_replication = ensure_replication
@@ -184,6 +223,7 @@ class Projector:
         self._consumer: Any = None
         self._rebuild = asyncio.Event()
         self._fatal: str | None = None
+        self._fatal_outage = False
         self._since = time.monotonic()
         """When the records not yet fetched can have arrived at the earliest: the
         moment the last batch closed, or the consumer was last seen empty."""
@@ -193,7 +233,7 @@ class Projector:
 
     def health(self) -> WatchdogState:
         """The watchdog's latest verdict; a dead one once it has missed a few checks."""
-        return self.watchdog.state.stale(time.monotonic(), max(3 * self.check_seconds, 10.0))
+        return self.outage.judge(self.watchdog.state.stale(time.monotonic(), max(3 * self.check_seconds, 10.0)))
 
     def _connect(self) -> psycopg.Connection:
         # No server-side prepared statements: a prepared plan keeps pointing at the
@@ -202,20 +242,44 @@ class Projector:
                                prepare_threshold=None, connect_timeout=5)  # fmt: skip
 
     async def _connection(self) -> psycopg.Connection:
-        """The open connection, or a new one: retried with capped backoff while
-        Postgres is unreachable (the consumer simply waits meanwhile)."""
+        """The open connection, or a new one: retried with capped, jittered backoff while Postgres is
+        unreachable (the consumer simply waits meanwhile; `self.outage` logs it quietly and decides when
+        the process gives up)."""
         delay = 0.2
         while self._conn is None or self._conn.closed:
             try:
                 self._conn = await asyncio.to_thread(self._connect)
-                if delay > 0.2:
-                    log.info("reconnected to Postgres")
+                self._postgres_answered()
             except psycopg.OperationalError as exc:
                 self.stats.reconnects += 1
-                log.warning("Postgres unreachable (%s); retrying in %.1fs", str(exc).strip().splitlines()[0], delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                self.outage.failed(POSTGRES, self.postgres_target, exc)
+                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, 10.0)
         return self._conn
+
+    def _postgres_answered(self) -> None:
+        self._postgres_ok_at = time.monotonic()
+        self.outage.succeeded(POSTGRES)
+
+    async def _probe_postgres(self) -> None:
+        """`SELECT 1` when nothing else reached Postgres for a check interval: an idle projector whose database
+        went away must not report itself healthy."""
+        if time.monotonic() - self._postgres_ok_at < self.check_seconds:
+            return
+
+        def probe() -> None:
+            if self._probe_conn is None or self._probe_conn.closed:
+                self._probe_conn = self._connect()
+            self._probe_conn.execute("SELECT 1")
+
+        try:
+            await asyncio.wait_for(asyncio.to_thread(probe), self.check_seconds + 5)
+        except (psycopg.Error, TimeoutError) as exc:
+            if self._probe_conn is not None:
+                self._probe_conn.close()
+            self.outage.failed(POSTGRES, self.postgres_target, exc)
+            return
+        self._postgres_answered()
 
     async def _seek_to_stored(self, consumer: Any, tps: Iterable[Any]) -> None:
         while True:
@@ -351,9 +415,9 @@ class Projector:
                 except (KafkaError, OSError) as exc:  # anything else is a bug: crash as before
                     if self._stop.is_set():
                         raise
-                    log.error("consumer failed (%s); rebuilding it in %.0fs", exc, retry)
+                    self.outage.failed(BROKER, self.broker_target, f"consumer failed: {type(exc).__name__}: {exc}")
                     self._rebuild.set()
-                    await asyncio.sleep(retry)
+                    await asyncio.sleep(retry * random.uniform(0.5, 1.0))
                     retry = min(retry * 2, 10.0)
                 finally:
                     self._consumer = None
@@ -366,25 +430,40 @@ class Projector:
         except asyncio.CancelledError:
             if self._fatal is not None:
                 main.uncancel()  # the watchdog's own cancellation, turned into the error below
-                raise ProjectorStalled(self._fatal) from None
+                raise self._fatal_error() from None
             raise
         finally:
             watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watch
         if self._fatal is not None:
-            raise ProjectorStalled(self._fatal)
+            raise self._fatal_error()
+
+    def _fatal_error(self) -> ProjectorStalled:
+        return (ProjectorOutage if self._fatal_outage else ProjectorStalled)(self._fatal or "")
 
     async def _watch(self, main: asyncio.Task[Any]) -> None:
         """Every `check_seconds`: observe, export, and act on the watchdog's verdict."""
         while True:
             await asyncio.sleep(self.check_seconds)
             try:
+                await self._probe_postgres()
                 state = await self._observe()
             except Exception as exc:  # the watchdog must outlive any one bad check
                 log.warning("watchdog check failed: %s", exc)
                 continue
             self.observer.watchdog(state)
+            if self.outage.down():
+                self.watchdog.excuse()  # the outage explains the stall; its own policy decides when to give up
+                reason = self.outage.exit_reason()
+                if reason is not None:
+                    self._fatal = reason
+                    self._fatal_outage = True
+                    log.error("projector gives up: %s; exiting", reason)
+                    self._stop.set()
+                    main.cancel()
+                    return
+                continue
             if state.action is Action.RECOVER:
                 log.error("projector stalled: %s; rebuilding its consumer (rejoining the group), giving up after %gs",
                           state.reason, self.watchdog.recovery_seconds)  # fmt: skip
@@ -403,15 +482,18 @@ class Projector:
         if consumer is None:  # between two consumers: nothing assigned
             return self.watchdog.observe({}, {}, self._topic_partitions(None))
         assigned = list(consumer.assignment())
-        if assigned:
-            try:
-                ends = await asyncio.wait_for(consumer.end_offsets(assigned), self.check_seconds)
-                self._ends.update({(tp.topic, tp.partition): o for tp, o in ends.items()})
-            except Exception:  # unreachable broker: what the fetches last saw
-                for tp in assigned:
-                    highwater = consumer.highwater(tp)
-                    if highwater is not None:
-                        self._ends[(tp.topic, tp.partition)] = highwater
+        try:  # the end offsets, or with nothing assigned the topics: either way the broker answers, or not
+            asked = consumer.end_offsets(assigned) if assigned else consumer.topics()
+            answer = await asyncio.wait_for(asked, self.check_seconds)
+            if assigned:
+                self._ends.update({(tp.topic, tp.partition): o for tp, o in answer.items()})
+            self.outage.succeeded(BROKER)
+        except Exception as exc:  # unreachable broker: what the fetches last saw (health reports the lag unknown)
+            self.outage.failed(BROKER, self.broker_target, exc)
+            for tp in assigned:
+                highwater = consumer.highwater(tp)
+                if highwater is not None:
+                    self._ends[(tp.topic, tp.partition)] = highwater
         positions: dict[TP, int] = {}
         for tp in assigned:
             key = (tp.topic, tp.partition)
@@ -491,7 +573,8 @@ class Projector:
                 agreement_store.timed_refresh, self._agreement_conn, throttle_seconds=self.agreement_seconds,
                 force=force, resamples=self.agreement_resamples)  # fmt: skip
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            log.warning("judge agreement refresh failed (%s); the rubrics stay marked", str(exc).strip())
+            # Logged by the outage, quietly; the rubrics stay marked and are refreshed once Postgres answers.
+            self.outage.failed(POSTGRES, self.postgres_target, f"judge agreement refresh failed: {exc}")
             if self._agreement_conn is not None:
                 self._agreement_conn.close()
             return
@@ -513,28 +596,98 @@ class Projector:
     def _reached(self, until_end: dict[tuple[str, int], int]) -> bool:
         return all((self.believed.get(tp) or 0) >= end for tp, end in until_end.items())
 
+    def _rows(self, records: list[Record]) -> Rows:
+        """The rows of `records`; a record that cannot be made into rows becomes a projection reject instead
+        (it would fail the same way on every attempt), so the records around it are still projected."""
+        rows = Rows()
+        try:
+            for record in records:
+                project(record, self.names, self.roles, rows)
+            return rows
+        except Exception:  # noqa: BLE001 - one record's content; found and set aside below
+            pass
+        rows = Rows()
+        for record in records:
+            try:
+                project(record, self.names, self.roles, Rows())  # alone first: a failure adds nothing to `rows`
+            except Exception as exc:  # noqa: BLE001 - whatever the record holds, it must not stop projection
+                error = f"{type(exc).__name__}: {exc}"
+                self._rejected(record, PROJECTION_UNDECODABLE, error, None)
+                rows.add("projection_rejects", reject_row(record, PROJECTION_UNDECODABLE, error))
+                continue
+            project(record, self.names, self.roles, rows)
+        return rows
+
+    def _rejected(self, record: Record, code: str, error: str, sqlstate: str | None) -> None:
+        self.stats.rejects += 1
+        self.observer.record_rejected(record.topic, code)
+        first = (error.strip().splitlines() or [""])[0]
+        log.error("set aside %s[%d]@%d as %s%s: %s (in projection_rejects; the records after it are projected)",
+                  record.topic, record.partition, record.offset, code, f" ({sqlstate})" if sqlstate else "",
+                  first)  # fmt: skip
+
     async def _write(self, consumer: Any, records: list[Record]) -> None:
+        """Write `records` in one transaction; when Postgres refuses a row of them for its data, find the
+        record (halving the batch, each part in a transaction of its own), set it aside as a projection
+        reject, and write the rest. An outage never sets anything aside: the batch is retried."""
+        pending = [records]
+        while pending:
+            chunk = pending.pop(0)
+            t_project = time.perf_counter()
+            rows = self._rows(chunk)
+            self.stats.seconds_projecting += time.perf_counter() - t_project
+            refused = await self._commit(consumer, chunk, rows)
+            if refused is None:
+                continue
+            if not isinstance(refused, psycopg.Error):  # rewound: the records are read again
+                return
+            if len(chunk) > 1:
+                half = len(chunk) // 2
+                pending[:0] = [chunk[:half], chunk[half:]]
+                continue
+            await self._set_aside(consumer, chunk[0], refused)
+
+    async def _set_aside(self, consumer: Any, record: Record, refused: psycopg.Error) -> None:
+        """Commit one refused record as a reject, with its raw event when it is an input (raw events are kept
+        whatever they hold); without it if even that is refused. Its offset moves on with it."""
+        error, sqlstate = str(refused), refused.sqlstate
+        self._rejected(record, PROJECTION_REFUSED, error, sqlstate)
+        again: object = None
+        for with_raw in (True, False) if self.roles.get(record.topic) in INPUT_ROLES else (False,):
+            rows = Rows()
+            if with_raw:
+                rows.add("raw_events", raw_event_row(record))
+            rows.add("projection_rejects", reject_row(record, PROJECTION_REFUSED, error, sqlstate))
+            again = await self._commit(consumer, [record], rows)
+            if again is None or again is _RETRY:
+                return
+        raise RuntimeError(f"Postgres refuses even the reject row of {record.topic}[{record.partition}]@"
+                           f"{record.offset}: {again}")  # fmt: skip
+
+    async def _commit(self, consumer: Any, records: list[Record], rows: Rows) -> psycopg.Error | object | None:
+        """One transaction of `rows` with the offsets after `records`: None once committed, the error when
+        Postgres refused the data, `_RETRY` when the consumer was rewound (an outage or moved offsets)."""
         from aiokafka import TopicPartition
 
-        t_project = time.perf_counter()
-        rows = Rows()
         offsets: dict[tuple[str, int], tuple[int | None, int]] = {}
         for record in records:
-            project(record, self.names, self.roles, rows)
             tp = (record.topic, record.partition)
             believed = offsets[tp][0] if tp in offsets else self.believed.get(tp)
             offsets[tp] = (believed, record.offset + 1)
         self.stats.batches += 1
         t0 = time.perf_counter()
-        self.stats.seconds_projecting += t0 - t_project
         conn = await self._connection()
         try:
             await asyncio.to_thread(write_batch, conn, self.consumer_name, rows, offsets,
                                     self._before_commit if self._fault_at else None, self.stats.timings)  # fmt: skip
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        except psycopg.Error as exc:
+            if refused_by_data(exc):
+                return exc
+            if not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+                raise
             # The batch did not commit (or its commit was not acknowledged): rewind
             # to what is stored and write it again once Postgres answers.
-            log.warning("Postgres write failed (%s); will retry the batch", str(exc).strip().splitlines()[0])
+            self.outage.failed(POSTGRES, self.postgres_target, f"write failed, the batch is retried: {exc}")
             conn.close()
             for tp_key in offsets:
                 tp = TopicPartition(*tp_key)
@@ -543,7 +696,7 @@ class Projector:
                     await consumer.seek_to_beginning(tp)
                 else:
                     consumer.seek(tp, believed)
-            return
+            return _RETRY
         except OffsetConflict as conflict:
             self.stats.conflicts += 1
             log.warning("offsets moved under this projector; re-seeking: %s", conflict)
@@ -560,7 +713,8 @@ class Projector:
                     tp = TopicPartition(*tp_key)
                     first = min(r.offset for r in records if (r.topic, r.partition) == tp_key)
                     consumer.seek(tp, first)
-            return
+            return _RETRY
+        self._postgres_answered()
         self.stats.committed += 1
         if self._fault_after and self.stats.committed == self._fault_after:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -574,3 +728,8 @@ class Projector:
             if highwater is not None:
                 self._ends[tp] = max(highwater, self._ends.get(tp, 0))
                 self.observer.partition_lag(tp[0], tp[1], max(0, highwater - nxt))
+        return None
+
+
+_RETRY = object()
+"""`Projector._commit`'s answer when the consumer was rewound to what is stored: the batch is read again."""

@@ -131,9 +131,7 @@ def project(record: Record, names: TopicNames, roles: dict[str, str], rows: Rows
         return
     at = record.at
     if role in INPUT_ROLES:
-        headers = json.dumps([[k, base64.b64encode(v).decode()] for k, v in record.headers])
-        rows.add("raw_events", (record.topic, record.partition, record.offset, record.key, headers,
-                                record.value, _json_or_none(record.value), at))  # fmt: skip
+        rows.add("raw_events", raw_event_row(record))
         _input(record, role, rows, at)
     elif role == "judge_outputs_valid" and record.value is not None:
         _judge_output(record, rows, at)
@@ -159,6 +157,27 @@ def project(record: Record, names: TopicNames, roles: dict[str, str], rows: Rows
         rows.add("stale_alerts", stale_alert_row(record, StaleWorkAlert.model_validate_json(record.value)))
     elif role == "judge_alerts" and record.value is not None:
         rows.add("judge_alerts", judge_alert_row(record, JudgeDriftAlert.model_validate_json(record.value)))
+
+
+def raw_event_row(record: Record) -> tuple[Any, ...]:
+    """One `raw_events` row: the input record exactly as received."""
+    headers = json.dumps([[k, base64.b64encode(v).decode()] for k, v in record.headers])
+    return (record.topic, record.partition, record.offset, record.key, headers, record.value,
+            _json_or_none(record.value), record.at)  # fmt: skip
+
+
+PROJECTION_REFUSED = "PROJECTION_REFUSED"
+"""Postgres refused a record's rows (a data, constraint or size error on that record, not an outage)."""
+PROJECTION_UNDECODABLE = "PROJECTION_UNDECODABLE"
+"""The projector could not turn a record into rows (it does not hold what its topic carries)."""
+
+
+def reject_row(record: Record, code: str, error: str, sqlstate: str | None = None) -> tuple[Any, ...]:
+    """One `projection_rejects` row: where the record is, its bytes, and why it was set aside."""
+    stage = "write" if code == PROJECTION_REFUSED else "decode"
+    first_line = (error.strip().splitlines() or [""])[0][:1000] or type(error).__name__
+    return (record.topic, record.partition, record.offset, record.key, record.value, stage, code, sqlstate,
+            first_line, record.at)  # fmt: skip
 
 
 def stale_alert_row(record: Record, a: StaleWorkAlert) -> tuple[Any, ...]:

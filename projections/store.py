@@ -115,8 +115,24 @@ INSERTS: dict[str, str] = {
           direction, raised_at, schema_version, source_topic, source_partition, source_offset, created_at)
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         ON CONFLICT DO NOTHING""",
+    "projection_rejects": """INSERT INTO projection_rejects (topic, partition, "offset", key, value, stage, code,
+          sqlstate, error, received_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
 }
 ORDER = list(INSERTS)  # parents before children
+
+REFUSING_SQLSTATE_CLASSES = ("22", "23", "54")
+"""Postgres error classes that refuse the data itself (data exception, integrity constraint
+violation, program limit exceeded: a value too large for an index): the same rows fail
+every time, so retrying the batch as it is would stall the projection forever."""
+
+
+def refused_by_data(exc: BaseException) -> bool:
+    """Whether Postgres refused a batch for what one of its rows holds (never an outage:
+    a lost connection, a server shutting down or a deadlock is retried, not set aside)."""
+    state = getattr(exc, "sqlstate", None)
+    return isinstance(exc, psycopg.Error) and isinstance(state, str) and state[:2] in REFUSING_SQLSTATE_CLASSES
+
 
 COPY_MIN_ROWS = 20
 """From this many rows on, an idempotent insert goes through COPY into a

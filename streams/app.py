@@ -29,6 +29,7 @@ from streams.drift import watch as watch_drift
 from streams.durable_commit import DurableApp
 from streams.edge import dead_letter
 from streams.envelope import H_ERROR_CODES, Outgoing, SourceRef, utc_now
+from streams.outage import BROKER, Reachability
 from streams.rubric_cache import RubricCache, RubricStage
 from streams.runs import RunStage
 from streams.stage import Clock, HoldBudget, Inbound, State, Step
@@ -96,6 +97,11 @@ class WorkerOptions:
     on_stall_exit: Callable[[WatchdogState], None] | None = None
     """Called when a stall outlived its recovery; the application ends the process there (a supervisor
     restarts it; safe under at-least-once with deterministic ids). None: only log."""
+    outage: Reachability = field(default_factory=Reachability)
+    """What the worker cannot reach, and its outage policy (`streams.outage`): health and the outage exit."""
+    on_outage_exit: Callable[[str], None] | None = None
+    """Called with the reason when an outage outlived `outage.exit_seconds`; the application ends the process
+    there. None: only log."""
     clock: Clock = utc_now
     drift: DriftOptions = field(default_factory=DriftOptions)
 
@@ -431,6 +437,7 @@ def build_app(options: WorkerOptions) -> faust.App:
 
     watchdog = ProgressWatchdog(options.stall_seconds, options.stall_recovery_seconds, ready_lag=options.ready_lag)
     app.watchdog = watchdog  # type: ignore[attr-defined]
+    app.outage = options.outage  # type: ignore[attr-defined]
     end_offsets = EndOffsets(options)
 
     @app.task
@@ -500,12 +507,13 @@ class EndOffsets:
         if self._pending is None or self._pending.done():
             self._pending = asyncio.ensure_future(self._fetch(tps))
         done, _ = await asyncio.wait({self._pending}, timeout=self.timeout)
-        exc = self._pending.exception() if done else TimeoutError("no answer")
+        exc = self._pending.exception() if done else TimeoutError(f"no answer within {self.timeout:g}s")
         if exc is None:
+            self.options.outage.succeeded(BROKER)
             self.last.update(self._pending.result())
             return {key: self.last[key] for key in positions if key in self.last}
-        log.warning("watchdog cannot read end offsets (%s): counting every partition as lagging",
-                    exc.__class__.__name__)  # fmt: skip
+        # Every partition counts as lagging; the outage (logged quietly there) explains it to the watchdog.
+        self.options.outage.failed(BROKER, f"broker {self.options.bootstrap_servers}", exc)
         return {key: max(self.last.get(key, 0), pos + 1) for key, pos in positions.items()}
 
     async def _fetch(self, tps: list[Any]) -> dict[tuple[str, int], int]:
@@ -524,9 +532,18 @@ async def _watch(app: Any, watchdog: ProgressWatchdog, ends: EndOffsets, options
     committed = app.consumer._committed_offset
     positions = {(tp.topic, tp.partition): committed.get(tp) or 0 for tp in assigned}
     end_by_tp = await ends.of(positions, assigned)
+    state = watchdog.observe(positions, end_by_tp, ends.partitions(app.stream_topics))
+    outage = options.outage
+    if outage.down():
+        watchdog.excuse()  # the outage explains the stall; its own policy decides when to give up
+        reason = outage.exit_reason()
+        if reason is not None:
+            log.error("worker gives up: %s; exiting for the supervisor to restart it", reason)
+            if options.on_outage_exit is not None:
+                options.on_outage_exit(reason)
+        return
     for (topic, partition), end in end_by_tp.items():
         metrics.CONSUMER_LAG.labels(topic, str(partition)).set(max(0, end - positions[(topic, partition)]))
-    state = watchdog.observe(positions, end_by_tp, ends.partitions(app.stream_topics))
     metrics.STALLED_PARTITIONS.set(state.stalled_count)
     metrics.LAST_PROGRESS_SECONDS.set(state.last_progress_seconds)
     if state.action is Action.RECOVER:

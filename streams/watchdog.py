@@ -17,6 +17,7 @@ the recovery window.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import time
 from collections.abc import Callable, Mapping
@@ -48,14 +49,19 @@ class WatchdogState:
     ready_lag: int = 0
     reason: str = "not checked yet"
     extra: dict[str, Any] = field(default_factory=dict)
+    unreachable: tuple[str, ...] = ()
+    """What the process cannot reach now ("broker", "Postgres"; see `streams.outage`)."""
+    outage_stalled: bool = False
+    """One of them has been out of reach for the stall deadline or longer."""
 
     @property
     def live(self) -> bool:
-        return not self.stalled and not self.unassigned_stall and not self.extra.get("dead")
+        return not self.stalled and not self.unassigned_stall and not self.extra.get("dead") and not self.outage_stalled
 
     @property
     def ready(self) -> bool:
-        return self.live and self.assigned > 0 and self.lag is not None and self.lag <= self.ready_lag
+        return (self.live and not self.unreachable and self.assigned > 0 and self.lag is not None
+                and self.lag <= self.ready_lag)  # fmt: skip
 
     @property
     def stalled_count(self) -> int:
@@ -74,6 +80,7 @@ class WatchdogState:
             "stalled_partitions": [f"{t}[{p}]" for t, p in self.stalled],
             "last_progress_seconds": round(self.last_progress_seconds, 3),
             "recovering_seconds": None if self.recovering_seconds is None else round(self.recovering_seconds, 3),
+            "unreachable": list(self.unreachable),
             **self.extra,
         }
 
@@ -83,9 +90,8 @@ class WatchdogState:
         age = now - self.checked_at
         if age <= max_age:
             return self
-        return WatchdogState(now, self.assigned, self.topic_partitions, self.lag, self.stalled, self.unassigned_stall,
-                             self.last_progress_seconds, self.recovering_seconds, self.action, self.ready_lag,
-                             f"watchdog has not checked for {age:.0f}s", {**self.extra, "dead": True})  # fmt: skip
+        return dataclasses.replace(self, checked_at=now, reason=f"watchdog has not checked for {age:.0f}s",
+                                   extra={**self.extra, "dead": True})  # fmt: skip
 
 
 def format_partitions(tps: tuple[TP, ...] | list[TP]) -> str:
@@ -115,6 +121,15 @@ class ProgressWatchdog:
         self._unassigned_since: float | None = None
         self._recovering_since: float | None = None
         self.state = WatchdogState(clock(), ready_lag=ready_lag)
+
+    def excuse(self) -> None:
+        """An outage (see `streams.outage`) explains any stall now: restart every stall clock, so the stall
+        decisions start afresh once the outage is over instead of exiting before progress could resume."""
+        now = self.clock()
+        self._since = dict.fromkeys(self._since, now)
+        if self._unassigned_since is not None:
+            self._unassigned_since = now
+        self._recovering_since = None
 
     def observe(
         self,
