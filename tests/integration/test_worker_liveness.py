@@ -74,7 +74,8 @@ def test_worker_cut_off_from_its_broker_exits_non_zero(database_url: str, tmp_pa
         port = free_port()
         with FaultyProxy(faulty_port, port=proxied_port) as link:
             worker = Worker(f"127.0.0.1:{link.port}", prefix, tmp_path / "w", JUDGEFLOW_METRICS_PORT=str(port),
-                            JUDGEFLOW_STALL_SECONDS="4", JUDGEFLOW_STALL_RECOVERY_SECONDS="4").start()  # fmt: skip
+                            JUDGEFLOW_STALL_SECONDS="4", JUDGEFLOW_STALL_RECOVERY_SECONDS="4",
+                            JUDGEFLOW_OUTAGE_EXIT_SECONDS="8").start()  # fmt: skip
             try:
                 produce(broker.bootstrap, claims(names, 50, 2))
                 consume_until(broker.bootstrap, routes(names), lambda rs: len(rs) >= 50, timeout=120, worker=worker)
@@ -84,17 +85,22 @@ def test_worker_cut_off_from_its_broker_exits_non_zero(database_url: str, tmp_pa
                 produce(broker.bootstrap, claims(names, 50, 2, start=50))
                 wait_for(lambda: http_get(port, "/healthz")[0] == 503 or not worker.alive(), 90, "/healthz 503")
                 unhealthy = time.monotonic() - cut
+                reason = str(http_get(port, "/healthz")[1].get("reason", "")) if worker.alive() else ""
                 assert worker.process is not None
                 worker.process.wait(120)
                 exited = time.monotonic() - cut
             finally:
                 worker.stop()
                 link.resume()  # the proxy closes cleanly only when no link is stalled
-        assert worker.process.returncode == 3
+        # The broker out of reach is an outage: its own policy ends the process (status 4), not the stall
+        # watchdog, and health says what is unreachable.
+        assert worker.process.returncode == 4
         log = worker.log()
-        assert "worker stalled" in log and f"{names.checks}[" in log, log[-3000:]
-        MEASURED["worker watchdog"] = (f"stall 4 s, recovery 4 s, broker link cut: /healthz 503 after "
-                                       f"{unhealthy:.1f}s, exit 3 after {exited:.1f}s")  # fmt: skip
+        assert f"broker 127.0.0.1:{link.port} unreachable" in log, log[-3000:]
+        assert "JUDGEFLOW_OUTAGE_EXIT_SECONDS=8" in log, log[-3000:]
+        assert reason.startswith(f"broker 127.0.0.1:{link.port} unreachable for"), reason
+        MEASURED["worker watchdog"] = (f"stall 4 s, outage exit 8 s, broker link cut: /healthz 503 after "
+                                       f"{unhealthy:.1f}s, exit 4 after {exited:.1f}s")  # fmt: skip
     finally:
         broker.stop()
 
