@@ -1,7 +1,7 @@
 """/healthz, /readyz and /metrics from inside the process's event loop.
 
 prometheus_client's own server runs in a thread: it answers 200 on every path
-even while the event loop is wedged. This one is an asyncio server on the
+even while the event loop is wedged. This one is an aiohttp server on the
 loop itself, so an answer at all proves the loop turns, and the verdicts come
 from a status provider the process plugs in (the projector's or the worker's
 watchdog state; anything with `live`, `ready` and `detail()`).
@@ -9,14 +9,13 @@ watchdog state; anything with `live`, `ready` and `detail()`).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 log = logging.getLogger("judgeflow.health")
@@ -36,16 +35,13 @@ class Status(Protocol):
 
 StatusProvider = Callable[[], Status]
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error",
-            503: "Service Unavailable"}  # fmt: skip
-
 
 class HealthServer:
-    """A tiny HTTP/1.1 server (one request per connection) on the running loop.
+    """/healthz, /readyz and /metrics on aiohttp, on the running loop.
 
     GET /healthz: 200 when `status().live`, else 503; GET /readyz: 200 when
     `status().ready`, else 503; both with the status's detail as JSON.
-    GET /metrics: the Prometheus text of `registry`. Anything else: 404.
+    GET /metrics: the Prometheus text of `registry`. Anything else: 404; another method: 405.
     """
 
     def __init__(self, status: StatusProvider, *, host: str = "127.0.0.1", port: int = 0,
@@ -54,19 +50,23 @@ class HealthServer:
         self.host = host
         self.port = port
         self.registry = registry
-        self._server: asyncio.Server | None = None
+        self._runner: web.AppRunner | None = None
 
     async def start(self) -> int:
         """Bind and serve; return the port (a free one when constructed with 0)."""
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
         return self.port
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     async def __aenter__(self) -> HealthServer:
         await self.start()
@@ -92,26 +92,11 @@ class HealthServer:
             ok, body = False, {"live": False, "ready": False, "reason": f"status provider failed: {exc!r}"}
         return (200 if ok else 503), "application/json", (json.dumps(body, default=str) + "\n").encode()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-                method, path, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
-                code, ctype, body = self.respond(method, path)
-            except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-                code, ctype, body, method = 400, "application/json", b'{"error": "bad request"}\n', "GET"
-            headers = (
-                f"HTTP/1.1 {code} {_REASONS[code]}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                "Cache-Control: no-store\r\nConnection: close\r\n\r\n"
-            )
-            writer.write(headers.encode("latin-1") + (b"" if method == "HEAD" else body))
-            await writer.drain()
-        except (TimeoutError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        code, ctype, body = self.respond(request.method, request.path)
+        response = web.Response(status=code, body=body, headers={"Content-Type": ctype, "Cache-Control": "no-store"})
+        response.force_close()  # one request per connection: a probe holds nothing open
+        return response
 
 
 async def serve_health_from_env(status: StatusProvider, default_host: str = "127.0.0.1") -> HealthServer | None:

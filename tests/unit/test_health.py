@@ -207,7 +207,7 @@ def test_health_server_serves_a_watchdog_state() -> None:
 
     async def run() -> None:
         async with HealthServer(lambda: w.state, port=0) as server:
-            code, _, body = await get(server.port, b"GET /healthz HTTP/1.1\r\n\r\n")
+            code, _, body = await get(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             doc = json.loads(body)
             assert code == 503 and doc["stalled_partitions"] == ["t.checks[0]"] and doc["live"] is False
             assert b"judgeflow_stalled_partitions" in (await get(server.port, b"GET /metrics HTTP/1.0\r\n\r\n"))[2]
