@@ -16,7 +16,7 @@ from judgeflow.quiet_logs import quiet_repeats
 from streams.app import WorkerOptions, build_app
 from streams.outage import Reachability
 from streams.topics import TopicNames
-from streams.watchdog import ProgressWatchdog, WatchdogState
+from streams.watchdog import WatchdogState
 
 
 def _credentials(settings: Settings) -> Any:
@@ -94,11 +94,11 @@ def _exit_for_outage(reason: str) -> None:
 
 def build_worker(settings: Settings) -> faust.App:
     app = build_app(worker_options(settings))
-    watchdog: ProgressWatchdog = app.watchdog  # type: ignore[attr-defined]
+    watchdog = app.watchdog
     check_seconds = min(5.0, settings.stall_seconds / 4)
     servers: list[HealthServer] = []
 
-    outage: Reachability = app.outage  # type: ignore[attr-defined]
+    outage = app.outage
 
     def status() -> WatchdogState:
         return outage.judge(watchdog.state.stale(time.monotonic(), max(3 * check_seconds, 10.0)))
