@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -452,20 +453,36 @@ ROLE_BY_TOPIC = {"judge.outputs": "judge_outputs", "judge.checks": "checks", "ev
 
 
 @main.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--topic", required=True, type=click.Choice(sorted(ROLE_BY_TOPIC)), help="input topic (unprefixed)")
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--topic", type=click.Choice(sorted(ROLE_BY_TOPIC)), help="input topic (unprefixed)")
 @click.option("--raw", is_flag=True, help="send every line as is, without validating (to test the dead-letter path)")
+@click.option("--example", "example", type=click.Choice(sorted(ROLE_BY_TOPIC)), default=None,
+              help="print one valid example document of this topic as a JSONL line, and send nothing")  # fmt: skip
 @click.pass_context
-def produce(ctx: click.Context, file: Path, topic: str, raw: bool) -> None:
+def produce(ctx: click.Context, file: Path | None, topic: str | None, raw: bool, example: str | None) -> None:
     """Publish a JSONL file, one event per line, validated before sending.
 
     Invalid lines are reported with their line number and error codes and not
-    sent; the exit code is 1 if any line was invalid.
+    sent; the exit code is 1 if any line was invalid. `--example TOPIC` prints
+    a document of that topic to start from (a judge output waits for its run
+    and rubric: publish their examples too).
 
     \b
-    Example:
+    Examples:
       judgeflow produce outputs.jsonl --topic judge.outputs
+      judgeflow produce --example judge.checks > c.jsonl && judgeflow produce c.jsonl --topic judge.checks
     """
+    if example is not None:
+        from judgeflow.examples import examples
+
+        click.echo(json.dumps(examples()[example], ensure_ascii=False))
+        return
+    if file is None or topic is None:
+        raise click.UsageError("give a FILE and --topic (or --example TOPIC to print an example document)")
+    _publish_file(ctx, file, topic, raw)
+
+
+def _publish_file(ctx: click.Context, file: Path, topic: str, raw: bool) -> None:
     from aiokafka import AIOKafkaProducer
 
     from judgeflow.producer import encode_for
