@@ -26,8 +26,12 @@ class EvaluationRunStarted(Contract):
     evaluation_run_id: Uuid
     submission_id: Uuid
     rubric_version_id: Uuid
-    expected_judge_models: Annotated[list[Annotated[str, Field(min_length=3)]], Field(min_length=1)]
-    judge_timeout_seconds: Annotated[float, Field(gt=0)]
+    # uniqueItems: JSON Schema says DUPLICATE_JUDGE_MODEL itself.
+    expected_judge_models: Annotated[
+        list[Annotated[str, Field(min_length=3)]], Field(min_length=1, json_schema_extra={"uniqueItems": True})
+    ]
+    judge_timeout_seconds: Annotated[float, Field(ge=0.001, le=9_999_999.999)]
+    """A millisecond to about 115 days: its column is NUMERIC(10,3), where less than half a millisecond is 0."""
     started_at: Timestamp
 
     @model_validator(mode="after")

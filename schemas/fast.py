@@ -24,9 +24,12 @@ this path rules it out:
   nesting: pydantic-core refuses these itself, and the reference then says why.
 
 The derived schema is never looser than the models': a UUID is matched and
-lower-cased inside pydantic-core (Python's `$` also lets a trailing newline through,
-which then falls back to the reference), and the models' after-validators run on
-the built tree instead of from inside pydantic-core, with the same functions.
+lower-cased inside pydantic-core with `UUID_PATTERN` (in the Rust engine `$` is the end
+of the text and the classes are ASCII, so it matches exactly what the reference's
+`fullmatch` does), and the models' after-validators run on the built tree instead of
+from inside pydantic-core, with the same functions. Field validators that stay inside
+pydantic-core (a timestamp's normalisation to UTC, an integral float read as an int)
+are the models' own functions, run on the same Python values in both modes.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from schemas.base import Contract
-from schemas.types import FlagCode, Key, SchemaVersion, Timestamp, Uuid, parse_timestamp
+from schemas.types import FlagCode, IntegralFloat, Key, SchemaVersion, Timestamp, Uuid, parse_timestamp
 
 CURRENT_VERSION = "2.1"
 
@@ -20,8 +20,11 @@ EvidenceType = Literal["transcript_line", "tool_call", "diff_hunk", "test_result
 Confidence = Literal["high", "medium", "low"]
 Status = Literal["complete", "partial", "failed"]
 Severity = Literal["info", "warning", "critical"]
-Score100 = Annotated[int, Field(ge=0, le=100)]
-Count = Annotated[int, Field(ge=0)]
+# Integral floats (70.0, 7e1) are these integers, as JSON Schema's `integer` says; 70.5 is not.
+Score100 = Annotated[int, Field(ge=0, le=100), IntegralFloat]
+INT4_MAX = 2_147_483_647
+"""The largest count Postgres's INTEGER columns hold: what the contract accepts, Postgres stores."""
+Count = Annotated[int, Field(ge=0, le=INT4_MAX), IntegralFloat]
 
 
 class EvidenceRef(Contract):
@@ -38,7 +41,7 @@ class IntegrityAdjustment(Contract):
 
     flag_code: FlagCode
     description: Annotated[str, Field(min_length=10)]
-    deduction: Annotated[int, Field(ge=-50, le=0)]
+    deduction: Annotated[int, Field(ge=-50, le=0), IntegralFloat]
     evidence_refs: Annotated[list[EvidenceRef], Field(min_length=1)]
 
 
@@ -80,7 +83,7 @@ class TelemetrySummary(Contract):
     error_count: Count | None
     error_rate: Annotated[float, Field(ge=0, le=1)] | None
     total_tokens_used: Count | None
-    wall_time_seconds: Annotated[float, Field(ge=0)] | None
+    wall_time_seconds: Annotated[float, Field(ge=0, le=99_999_999.99)] | None  # its column is NUMERIC(10,2)
     telemetry_unavailable_reason: str | None
 
     @model_validator(mode="after")

@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from schemas.base import Contract
-from schemas.types import Key, SchemaVersion, Timestamp, Uuid
+from schemas.types import IntegralFloat, Key, SchemaVersion, Timestamp, Uuid
 
 CURRENT_VERSION = "1.0"
 
@@ -57,8 +57,8 @@ class LaneSpec(Contract):
 
 class ScoreBand(Contract):
     label: Annotated[str, Field(min_length=1)]
-    min_score: Annotated[int, Field(ge=0, le=100)]
-    max_score: Annotated[int, Field(ge=0, le=100)]
+    min_score: Annotated[int, Field(ge=0, le=100), IntegralFloat]
+    max_score: Annotated[int, Field(ge=0, le=100), IntegralFloat]
 
 
 class ScoreRange(Contract):

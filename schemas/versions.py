@@ -23,7 +23,7 @@ from typing import Any
 from schemas.errors import ContractError
 
 Doc = dict[str, Any]
-_VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
+_VERSION_RE = re.compile(r"([0-9]+)\.([0-9]+)")  # ASCII digits, whole string (fullmatch)
 
 ADDED_IN_2_0 = ("telemetry_summary", "integrity_adjustments", "integrity_adjusted_score", "status",
                 "failure_reason", "completed_lane_keys")  # fmt: skip
@@ -86,7 +86,7 @@ class VersionLine:
                 "MISSING_SCHEMA_VERSION", "every event needs schema_version", ("schema_version",)
             )
         sent = doc["schema_version"]
-        if not isinstance(sent, str) or not _VERSION_RE.match(sent):
+        if not isinstance(sent, str) or not _VERSION_RE.fullmatch(sent):
             raise ContractError.single(
                 "INVALID_SCHEMA_VERSION",
                 'schema_version must be a "major.minor" string such as "2.1"',

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.drift import JudgeDriftAlert
+from schemas.types import utc_timestamp
 from streams.envelope import Outgoing, iso
 from streams.judge_summary import TIMEOUT_MARK, JudgeSummary
 from streams.stage import Clock, Inbound, State, Step
@@ -99,10 +100,19 @@ def parse_windows(text: str) -> tuple[int, ...]:
 
 
 def epoch(timestamp: str | None, fallback: float) -> float:
-    """Seconds since the epoch of an event's ISO timestamp, else `fallback` (its record's timestamp)."""
+    """Seconds since the epoch of an event's timestamp, else `fallback` (its record's timestamp).
+
+    A validated event's text is canonical UTC; a check released from the hold carries the text it was sent
+    with, which may be any RFC 3339 form (a final lower-case `z`, which Python 3.11 does not read)."""
     if timestamp is None:
         return fallback
-    return datetime.fromisoformat(timestamp).timestamp()
+    try:
+        return datetime.fromisoformat(timestamp).timestamp()
+    except ValueError:
+        try:
+            return datetime.fromisoformat(utc_timestamp(timestamp)).timestamp()
+        except ValueError:
+            return fallback
 
 
 # Phase one: inline, per event.

@@ -81,8 +81,12 @@ def _padded(draw: st.DrawFn, base: str) -> str:
 def judge_outputs(draw: st.DrawFn) -> dict[str, Any]:
     rng = random.Random(draw(st.integers(0, 10_000)))
     status = draw(st.sampled_from(["complete", "complete", "partial", "failed"]))
-    doc = workload.judge_output(rng, _uuid(draw), draw(st.sampled_from(workload.JUDGE_MODELS)),
-                                with_adjustment=draw(st.booleans()), with_flag=draw(st.booleans()), status=status)  # fmt: skip
+    doc = workload.judge_output(rng, _uuid(draw), draw(st.sampled_from(workload.JUDGE_MODELS)), status=status,
+                                with_adjustment=draw(st.booleans()), with_flag=draw(st.booleans()))  # fmt: skip
+    telemetry = doc["telemetry_summary"]
+    if telemetry.get("total_tokens_used") is not None:  # the bounds of the columns, and just past them
+        telemetry["total_tokens_used"] = draw(st.sampled_from([0, 2**31 - 1, 2**31, 1e10, 7.0]))
+        telemetry["wall_time_seconds"] = draw(st.sampled_from([0, 0.004, 99_999_999.99, 99_999_999.996, 1e9]))
     for field in ("judge_run_id", "submission_id", "rubric_version_id"):
         doc[field] = _uuid(draw)
     doc["judge_started_at"] = draw(timestamps())
@@ -129,7 +133,8 @@ def catalog(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         return kind, doc
     if kind == "runs":
         doc = workload.evaluation_run(_uuid(draw), submission_id=_uuid(draw), rubric_id=_uuid(draw),
-                                      timeout_s=draw(st.sampled_from([0.001, 1, 30.5, 1e6])))  # fmt: skip
+                                      timeout_s=draw(st.sampled_from([0.0004, 0.001, 1, 30.5, 9_999_999.999,
+                                                                      1e7])))  # fmt: skip
         doc["started_at"] = draw(timestamps())
         doc["expected_judge_models"] = [_padded(draw, m) for m in doc["expected_judge_models"]]
         return kind, doc

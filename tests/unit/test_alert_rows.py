@@ -51,7 +51,7 @@ def test_an_overdue_run_becomes_one_row_with_every_field_and_its_coordinates() -
     assert dict(rows.tables) == {"stale_alerts": [(
         a.event_id, "run_overdue", "evaluation_run", RUN, "judges", "5d1c7c1e-2b3a-4c5d-9e8f-7a6b5c4d3e2f", 0,
         "2026-03-31T12:00:00Z", "2026-03-31T12:05:00Z", "not final 300s after its deadline: 1 of 3 judges in",
-        "2026-03-31T12:10:00+00:00", "1.0", NAMES.alerts, 2, 7, record(a).at,
+        "2026-03-31T12:10:00Z", "1.0", NAMES.alerts, 2, 7, record(a).at,  # normalised to UTC text
     )]}  # fmt: skip
     # An alert is not a decision and not a run: no derived rows to refresh, no placeholders.
     assert rows.runs == set() and rows.claims == set()

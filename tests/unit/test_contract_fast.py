@@ -3,7 +3,8 @@
 The public parsers try `schemas.fast` first and fall back to the reference, so two
 properties are checked on valid documents and on mutations of them (duplicate keys,
 NaN / Infinity, lone surrogates, huge integers, deep nesting, wrong types, numbers
-and booleans sent as strings, unknown fields, odd whitespace and escapes):
+and booleans sent as strings, unknown fields, odd whitespace and escapes, integral floats,
+timestamps to normalise or refuse, versions with a newline or Unicode digits):
 
 * the public parser and the reference agree: accepted by both with equal models
   (and equal JSON dumps, source versions and warnings), or refused by both with the
@@ -124,9 +125,14 @@ json_values = st.recursive(
 )
 ODD_STRINGS = ["\ud800", "a\udfffb", "\udc00\ud800", "\ud83d\ude00", "x\x00y", 'say "hi": ok', "line\nbreak", "é ü",
                "\\u0000", "", "2026-03-31T12:00:00Z", "8E7A1C2D-1111-4222-8333-944455556666\n"]  # fmt: skip
-VERSIONS = ["1.0", "2.0", "2.1", "2.9", "1.4", "3.0", "0.1", "2.1\n", None, 2.1, "missing"]
+VERSIONS = ["1.0", "2.0", "2.1", "2.9", "1.4", "3.0", "0.1", "2.1\n", "٢.١", "２.１", None, 2.1, "missing"]
 MUTATIONS = ["none", "dup", "dup_same", "nonfinite", "surrogate", "huge", "deep", "wrong", "stringify", "extra",
-             "delete", "odd_string", "version", "escaped_key"]  # fmt: skip
+             "delete", "odd_string", "version", "escaped_key", "integral", "timestamp"]  # fmt: skip
+TIMESTAMP_KEYS = {"judge_started_at", "judge_completed_at", "checked_at", "created_at", "started_at"}
+# Normalised (offsets, separators, long fractions) or refused (not RFC 3339, no such day, Unicode digits).
+TIMESTAMPS = ["2026-11-30 23:00:00+01:00", "2026-11-30t22:00:00.1234567z", "2026-12-01T00:00:00.5+02:00",
+              "2026-11-30T22:00:00-00:00", "2026-11-30T23Z", "2026-W48-1T22:00:00Z", "2026-11-30T22:00:00,5Z",
+              "20261130T220500Z", "2026-11-31T22:00:00Z", "2026-11-30T22:00:00Z\n", "٢٠٢٦-11-30T22:00:00Z"]  # fmt: skip
 
 
 def mutate(doc: Any, data: st.DataObject, how: str) -> None:
@@ -146,6 +152,21 @@ def mutate(doc: Any, data: st.DataObject, how: str) -> None:
             target.insert(data.draw(st.integers(0, len(target))), [key, copy])
         return
     places = slots(doc)
+    if how == "integral":  # 70.0, 7e1, 700e-1 are the integer 70 on both paths; 70.5 is refused by both
+        ints = [(c, i) for c, i in places if type(get(c, i)) is int]
+        if ints:
+            container, index = data.draw(st.sampled_from(ints))
+            n = get(container, index)
+            put(container, index, Raw(data.draw(st.sampled_from([f"{n}.0", f"{n}e0", f"{n * 10}e-1", f"{n}.5"]))))
+        return
+    if how == "timestamp":
+        stamps = [
+            (c, i) for c, i in places if isinstance(c, Pairs) and isinstance(c[i][0], str) and c[i][0] in TIMESTAMP_KEYS
+        ]
+        if stamps:
+            container, index = data.draw(st.sampled_from(stamps))
+            put(container, index, data.draw(st.sampled_from(TIMESTAMPS)))
+        return
     if how == "version":
         doc[:] = [p for p in doc if p[0] != "schema_version"]
         version = data.draw(st.sampled_from(VERSIONS))
