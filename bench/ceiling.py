@@ -20,9 +20,14 @@ from bench import harness
 async def passthrough(bootstrap: str, source: str, target: str, count: int, *, timeout: float = 300.0) -> float:
     """Move `count` records already on `source` to `target`; return events/s
     from the first fetch to the last acknowledged send."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20,
-                                fetch_max_bytes=64 << 20)  # fmt: skip
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=8 << 20,
+        fetch_max_bytes=64 << 20,
+    )
     producer = harness.producer(bootstrap)
     await consumer.start()
     await producer.start()

@@ -60,8 +60,10 @@ class SizeCost:
 
 def _lanes(lanes: int, dims: int) -> dict[str, list[tuple[str, float]]]:
     letters = "abcdefghij"  # keys are [a-z_]+
-    return {f"lane_{letters[i]}": [(f"dim_{letters[i]}_{letters[j]}", 1.0 / dims) for j in range(dims)]
-            for i in range(lanes)}  # fmt: skip
+    return {
+        f"lane_{letters[i]}": [(f"dim_{letters[i]}_{letters[j]}", 1.0 / dims) for j in range(dims)]
+        for i in range(lanes)
+    }
 
 
 def _timed(fn: object, budget_s: float) -> float:
@@ -138,8 +140,9 @@ def summary(costs: list[SizeCost]) -> dict[str, float]:
 def _worker_step(raw: bytes, src: SourceRef, started: EvaluationRunStarted, rubric: RubricVersion) -> None:
     """The worker's pure work for one output of a run: validate, reconcile, store the state."""
     now = datetime.now(UTC)
-    stage = runs.RunStage(lambda _r: rubric, clock=lambda: now, retention=timedelta(days=7),
-                          max_payload_bytes=MAX_PAYLOAD_BYTES)  # fmt: skip
+    stage = runs.RunStage(
+        lambda _r: rubric, clock=lambda: now, retention=timedelta(days=7), max_payload_bytes=MAX_PAYLOAD_BYTES
+    )
     state, _ = runs.on_run(runs.RunState.new(started.evaluation_run_id, 0, now), started, lambda _r: rubric, now)
     stage.handle(Inbound("judge_outputs", src.key, raw, src), state.model_dump(mode="json"))
 
@@ -153,13 +156,22 @@ def measure(budget_s: float = 1.0) -> list[SizeCost]:
     for size, (lanes, dims, refs) in SIZES.items():
         lane_spec = _lanes(lanes, dims)
         rub = workload.rubric(workload.stable_id("bench-contract", size))
-        rub["lanes"] = [{"lane_key": k, "weight": 1.0, "dimensions": [{"dimension_key": d, "weight": w}
-                        for d, w in v]} for k, v in lane_spec.items()]  # fmt: skip
+        rub["lanes"] = [
+            {"lane_key": k, "weight": 1.0, "dimensions": [{"dimension_key": d, "weight": w} for d, w in v]}
+            for k, v in lane_spec.items()
+        ]
         rid = rub["rubric_version_id"]
         run_id = workload.stable_id("bench-contract-run", size)
         run = workload.evaluation_run(run_id, rubric_id=rid, timeout_s=3600.0)
-        doc = workload.judge_output(rng, run_id, workload.JUDGE_MODELS[0], rubric_id=rid, lanes=lane_spec,
-                                    submission_id=run["submission_id"], evidence_per_dimension=refs)  # fmt: skip
+        doc = workload.judge_output(
+            rng,
+            run_id,
+            workload.JUDGE_MODELS[0],
+            rubric_id=rid,
+            lanes=lane_spec,
+            submission_id=run["submission_id"],
+            evidence_per_dimension=refs,
+        )
         raw = json.dumps(doc).encode()
         parse_s = _timed(functools.partial(parse_judge_output, raw), budget_s)
         rubric = parse_rubric(json.dumps(rub).encode())
@@ -170,8 +182,9 @@ def measure(budget_s: float = 1.0) -> list[SizeCost]:
         rows = Rows()
         project(Record(names.judge_outputs, 0, 0, run_id.encode(), raw, (), 0), names, roles, rows)
         valid = screen_judge_output(raw, src)[0]
-        project(Record(names.judge_outputs_valid, 0, 0, valid.key, valid.value, tuple(valid.headers), 0),
-                names, roles, rows)  # fmt: skip
+        project(
+            Record(names.judge_outputs_valid, 0, 0, valid.key, valid.value, tuple(valid.headers), 0), names, roles, rows
+        )
         best, rounds = _interleaved(
             {
                 "fast": functools.partial(parse_judge_output, raw),

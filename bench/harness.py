@@ -49,8 +49,14 @@ async def create_plain(bootstrap: str, topics: Sequence[str], partitions: int = 
 def producer(bootstrap: str, **kwargs: Any) -> AIOKafkaProducer:
     """The bulk producer every measurement sends with: acks=all, idempotent,
     batches up to 1 MiB after 5 ms."""
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5,
-                            max_batch_size=1 << 20, max_request_size=8_000_000, **kwargs)  # fmt: skip
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        linger_ms=5,
+        max_batch_size=1 << 20,
+        max_request_size=8_000_000,
+        **kwargs,
+    )
 
 
 async def send_all(bootstrap: str, records: Iterable[Record], *, rate: float | None = None) -> list[float]:
@@ -118,8 +124,9 @@ async def wait_for_count(
 async def read_all(bootstrap: str, topics: Sequence[str]) -> list[Any]:
     """Every record now on `topics` (from the beginning up to the current end)."""
     ends = await end_offsets(bootstrap, topics)
-    consumer = AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=None,
-                                auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+    consumer = AIOKafkaConsumer(
+        *topics, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest", enable_auto_commit=False
+    )
     await consumer.start()
     got: list[Any] = []
     try:
@@ -147,8 +154,9 @@ class Process:
     def start(self) -> Process:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.popen = subprocess.Popen(self.args, env=self.env, cwd=REPO, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            self.popen = subprocess.Popen(
+                self.args, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         return self
 
     def alive(self) -> bool:

@@ -27,8 +27,15 @@ def decide(raw: bytes) -> dict[str, Any]:
         decision = route_invalid()
         return {"route": "human_review", "value": json.dumps({"reason": decision.reason, "codes": err.codes})}
     decision = route(check, POLICY)
-    doc = {"subject": "claim", "claim_id": check.claim_id, "route": decision.route, "reason": decision.reason,
-           "verdict": check.verdict, "score": check.score, "confidence": check.confidence}  # fmt: skip
+    doc = {
+        "subject": "claim",
+        "claim_id": check.claim_id,
+        "route": decision.route,
+        "reason": decision.reason,
+        "verdict": check.verdict,
+        "score": check.score,
+        "confidence": check.confidence,
+    }
     return {"route": decision.route, "value": json.dumps(doc)}
 
 

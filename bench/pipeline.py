@@ -62,8 +62,12 @@ def build_workload(names: TopicNames, runs: int, claims: int, seed: int) -> Work
         claim_id = f"bench-{seed}-{c:06d}"
         doc = workload.claim_check(rng, claim_id)
         claim_part.append(((names.checks, claim_id.encode(), json.dumps(doc).encode()), claim_id))
-    wl = Workload(records=[(names.rubrics, rid.encode(), json.dumps(rubric).encode())], runs=runs,
-                  outputs=runs * len(workload.JUDGE_MODELS), claims=claims)  # fmt: skip
+    wl = Workload(
+        records=[(names.rubrics, rid.encode(), json.dumps(rubric).encode())],
+        runs=runs,
+        outputs=runs * len(workload.JUDGE_MODELS),
+        claims=claims,
+    )
     # Interleave proportionally: the run events and the claim batch share the time.
     total = len(run_part) + len(claim_part)
     ri = ci = 0
@@ -113,10 +117,12 @@ class VisibilityPoller:
         self.history: list[tuple[float, dict[tuple[str, int], int]]] = []
         self.counts: tuple[int, int] = (0, 0)
 
-    async def poll_until(self, runs: int, claims: int, topics: list[str], bootstrap: str, *,
-                         timeout: float, alive: Any) -> float:  # fmt: skip
-        conn = await psycopg.AsyncConnection.connect(self.database_url, autocommit=True,
-                                                     options=f"-c search_path={self.schema}")  # fmt: skip
+    async def poll_until(
+        self, runs: int, claims: int, topics: list[str], bootstrap: str, *, timeout: float, alive: Any
+    ) -> float:
+        conn = await psycopg.AsyncConnection.connect(
+            self.database_url, autocommit=True, options=f"-c search_path={self.schema}"
+        )
         deadline = time.monotonic() + timeout
         ends: dict[tuple[str, int], int] | None = None
         try:
@@ -159,9 +165,16 @@ class VisibilityPoller:
 
 
 async def run_pipeline(
-    bootstrap: str, database_url: str, workdir: Path, *, runs: int, claims: int,
-    rate: float | None = None, seed: int = 11, timeout: float = 900.0,
-) -> PipelineResult:  # fmt: skip
+    bootstrap: str,
+    database_url: str,
+    workdir: Path,
+    *,
+    runs: int,
+    claims: int,
+    rate: float | None = None,
+    seed: int = 11,
+    timeout: float = 900.0,
+) -> PipelineResult:
     """One measured pass: fresh topics and schema, one worker, one projector."""
     prefix = harness.new_prefix("pipe")
     names = TopicNames.with_prefix(prefix)
@@ -200,17 +213,27 @@ async def run_pipeline(
     decisions = await _latencies(bootstrap, names, wl, sent, poller)
     seconds = done_at - sent[0]
     return PipelineResult(
-        events=len(wl.records), seconds=seconds, events_per_s=len(wl.records) / seconds,
-        p50_ms=harness.percentile(latencies, 50), p95_ms=harness.percentile(latencies, 95),
-        p99_ms=harness.percentile(latencies, 99), rate=rate, worker_rss_mb=rss, samples=len(latencies),
-        worker_cpu_s=cpu[0], projector_cpu_s=cpu[1], prefix=prefix,
-        decision_p50_ms=harness.percentile(decisions, 50), decision_p95_ms=harness.percentile(decisions, 95),
+        events=len(wl.records),
+        seconds=seconds,
+        events_per_s=len(wl.records) / seconds,
+        p50_ms=harness.percentile(latencies, 50),
+        p95_ms=harness.percentile(latencies, 95),
+        p99_ms=harness.percentile(latencies, 99),
+        rate=rate,
+        worker_rss_mb=rss,
+        samples=len(latencies),
+        worker_cpu_s=cpu[0],
+        projector_cpu_s=cpu[1],
+        prefix=prefix,
+        decision_p50_ms=harness.percentile(decisions, 50),
+        decision_p95_ms=harness.percentile(decisions, 95),
         decision_p99_ms=harness.percentile(decisions, 99),
-    )  # fmt: skip
+    )
 
 
-async def _row_latencies(bootstrap: str, names: TopicNames, wl: Workload, sent: list[float],
-                         poller: VisibilityPoller) -> list[float]:  # fmt: skip
+async def _row_latencies(
+    bootstrap: str, names: TopicNames, wl: Workload, sent: list[float], poller: VisibilityPoller
+) -> list[float]:
     """`LATENCY` per judge output and claim check: its send -> the commit of its own
     row, which the projector writes from the worker's validated record."""
     validated = await harness.read_all(bootstrap, [names.judge_outputs_valid, names.checks_valid])
@@ -230,8 +253,9 @@ async def _row_latencies(bootstrap: str, names: TopicNames, wl: Workload, sent: 
     return latencies
 
 
-async def _latencies(bootstrap: str, names: TopicNames, wl: Workload, sent: list[float],
-                     poller: VisibilityPoller) -> list[float]:  # fmt: skip
+async def _latencies(
+    bootstrap: str, names: TopicNames, wl: Workload, sent: list[float], poller: VisibilityPoller
+) -> list[float]:
     """`DECISION_LATENCY` per input: send time -> its decision's rows visible (claims:
     the routing decision; judge outputs: the first revision that includes them)."""
     decided = await harness.read_all(bootstrap, [names.done, names.second_judge, names.human_review, names.reconciled])

@@ -43,8 +43,9 @@ def records(outputs: int, seed: int = 9) -> list[Record]:
         raw = json.dumps(workload.judge_output(rng, run_id, judge, with_flag=i % 3 == 0)).encode()
         out.append(Record(names.judge_outputs, 0, i, run_id.encode(), raw, (), 1_700_000_000_000 + i))
         valid = screen_judge_output(raw, SourceRef(names.judge_outputs, 0, i, run_id.encode()))[0]
-        out.append(Record(names.judge_outputs_valid, 0, i, valid.key, valid.value, tuple(valid.headers),
-                          1_700_000_000_000 + i))  # fmt: skip
+        out.append(
+            Record(names.judge_outputs_valid, 0, i, valid.key, valid.value, tuple(valid.headers), 1_700_000_000_000 + i)
+        )
     return out
 
 

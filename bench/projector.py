@@ -75,11 +75,27 @@ def split(ends: dict[tuple[str, int], int], processes: int) -> list[dict[tuple[s
 
 
 COUNTED = (
-    "raw_events", "submissions", "rubrics", "evaluation_runs", "judge_outputs", "judge_lane_scores",
-    "judge_dimension_scores", "judge_flags", "judge_integrity_adjustments", "judge_evidence_refs", "judge_telemetry",
-    "judge_output_warnings", "evaluation_reconciled_revisions", "evaluation_reconciled_scores", "claim_checks",
-    "checks", "reviews", "routing_decisions", "invalid_events", "stale_alerts",
-)  # fmt: skip
+    "raw_events",
+    "submissions",
+    "rubrics",
+    "evaluation_runs",
+    "judge_outputs",
+    "judge_lane_scores",
+    "judge_dimension_scores",
+    "judge_flags",
+    "judge_integrity_adjustments",
+    "judge_evidence_refs",
+    "judge_telemetry",
+    "judge_output_warnings",
+    "evaluation_reconciled_revisions",
+    "evaluation_reconciled_scores",
+    "claim_checks",
+    "checks",
+    "reviews",
+    "routing_decisions",
+    "invalid_events",
+    "stale_alerts",
+)
 
 
 def _counts(database_url: str, schema: str) -> dict[str, int]:
@@ -92,8 +108,15 @@ def _counts(database_url: str, schema: str) -> dict[str, int]:
         return out
 
 
-def measure(bootstrap: str, database_url: str, prefix: str, *, processes: int = 1,
-            profile: Path | None = None, keep: bool = False) -> ProjectorAloneResult:  # fmt: skip
+def measure(
+    bootstrap: str,
+    database_url: str,
+    prefix: str,
+    *,
+    processes: int = 1,
+    profile: Path | None = None,
+    keep: bool = False,
+) -> ProjectorAloneResult:
     """Project every topic of `prefix` into a fresh schema with `processes` projectors.
 
     `profile`: run the first projector under `py-spy record` (raw folded stacks there)."""
@@ -103,8 +126,13 @@ def measure(bootstrap: str, database_url: str, prefix: str, *, processes: int = 
     _, ends = asyncio.run(_offsets(bootstrap, [getattr(names, r) for r in PROJECTED_ROLES], {}))
     children = []
     for i, part in enumerate(split(ends, processes)):
-        spec = {"bootstrap": bootstrap, "database_url": database_url, "prefix": prefix, "schema": schema,
-                "ends": [[t, p, o] for (t, p), o in part.items()]}  # fmt: skip
+        spec = {
+            "bootstrap": bootstrap,
+            "database_url": database_url,
+            "prefix": prefix,
+            "schema": schema,
+            "ends": [[t, p, o] for (t, p), o in part.items()],
+        }
         cmd = [sys.executable, "-m", "bench.projector", json.dumps(spec)]
         if profile is not None and i == 0:
             spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -136,8 +164,9 @@ def measure(bootstrap: str, database_url: str, prefix: str, *, processes: int = 
     if not keep:
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-    return ProjectorAloneResult(processes, records, rows, seconds, records / seconds, rows / seconds, projecting,
-                                writing, tables, counts)  # fmt: skip
+    return ProjectorAloneResult(
+        processes, records, rows, seconds, records / seconds, rows / seconds, projecting, writing, tables, counts
+    )
 
 
 async def _child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -146,9 +175,16 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     projector = Projector(spec["bootstrap"], spec["database_url"], names, schema=spec["schema"])
     started = time.time()
     stats = await projector.run(until_end=ends)
-    return {"started": started, "ended": time.time(), "records": stats.records, "rows": stats.rows,
-            "seconds_projecting": stats.seconds_projecting, "seconds_writing": stats.seconds_writing,
-            "table_seconds": dict(stats.timings.seconds), "table_rows": dict(stats.timings.rows)}  # fmt: skip
+    return {
+        "started": started,
+        "ended": time.time(),
+        "records": stats.records,
+        "rows": stats.rows,
+        "seconds_projecting": stats.seconds_projecting,
+        "seconds_writing": stats.seconds_writing,
+        "table_seconds": dict(stats.timings.seconds),
+        "table_rows": dict(stats.timings.rows),
+    }
 
 
 if __name__ == "__main__":

@@ -42,8 +42,15 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(runs=100, claims=1000, ceiling_events=5000, step_events=3000, memory_small=5000,
-                   memory_large=20_000, projection_outputs=200)  # fmt: skip
+        return cls(
+            runs=100,
+            claims=1000,
+            ceiling_events=5000,
+            step_events=3000,
+            memory_small=5000,
+            memory_large=20_000,
+            projection_outputs=200,
+        )
 
 
 @dataclass(frozen=True)
@@ -99,8 +106,13 @@ def evaluate_targets(result: dict[str, Any], targets: dict[str, Target] = TARGET
     out: dict[str, dict[str, Any]] = {}
     for name, target in targets.items():
         value = _value(result, target)
-        out[name] = {"target": target.must, "goal": target.goal, "value": value,
-                     "met": _met(target.must, value), "goal_met": _met(target.goal, value)}  # fmt: skip
+        out[name] = {
+            "target": target.must,
+            "goal": target.goal,
+            "value": value,
+            "met": _met(target.must, value),
+            "goal_met": _met(target.goal, value),
+        }
     return out
 
 
@@ -142,8 +154,9 @@ def broker_log(broker_dir: Path | None) -> str:
     return "tmpfs" if broker_dir is not None and shm is not None and shm in broker_dir.parents else "disk"
 
 
-def run(sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11,
-        broker_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
+def run(
+    sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11, broker_dir: Path | None = None
+) -> dict[str, Any]:
     """Every measurement; `broker_dir` holds the broker started here (default: under `workdir`)."""
     from judgeflow.services.local import local_services
 
@@ -165,11 +178,13 @@ def run(sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11,
         step(f"judgeflow worker on the same {sizes.step_events} claim checks, 1 worker")
         one = asyncio.run(stateless.measure_step(bootstrap, workdir, engine="judgeflow", events=sizes.step_events))
         step("the same with 2 workers")
-        two = asyncio.run(stateless.measure_step(bootstrap, workdir, engine="judgeflow", events=sizes.step_events,
-                                                 workers=2))  # fmt: skip
+        two = asyncio.run(
+            stateless.measure_step(bootstrap, workdir, engine="judgeflow", events=sizes.step_events, workers=2)
+        )
         step(f"pipeline at full load: {sizes.runs} runs x 3 judges + {sizes.claims} claims")
-        full = asyncio.run(pipeline.run_pipeline(bootstrap, database_url, workdir, runs=sizes.runs,
-                                                 claims=sizes.claims, seed=seed))  # fmt: skip
+        full = asyncio.run(
+            pipeline.run_pipeline(bootstrap, database_url, workdir, runs=sizes.runs, claims=sizes.claims, seed=seed)
+        )
         step("projector alone on the full run's topics, into an empty schema: 1 process, then 2")
         alone = projector.measure(bootstrap, database_url, full.prefix, processes=1)
         alone2 = projector.measure(bootstrap, database_url, full.prefix, processes=2)
@@ -177,13 +192,17 @@ def run(sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11,
             raise RuntimeError(f"2 projectors wrote other tables than 1: {alone2.counts} vs {alone.counts}")
         half_rate = full.events_per_s / 2
         step(f"pipeline at half that rate ({half_rate:.0f} events/s)")
-        half = asyncio.run(pipeline.run_pipeline(bootstrap, database_url, workdir, runs=sizes.runs,
-                                                 claims=sizes.claims, rate=half_rate, seed=seed + 1))  # fmt: skip
+        half = asyncio.run(
+            pipeline.run_pipeline(
+                bootstrap, database_url, workdir, runs=sizes.runs, claims=sizes.claims, rate=half_rate, seed=seed + 1
+            )
+        )
         step(f"projection: {sizes.projection_outputs} judge outputs, batched and one insert per row")
         proj = projection.measure(database_url, sizes.projection_outputs)
         step(f"worker memory after {sizes.memory_small} and {sizes.memory_large} claim checks")
-        mem = asyncio.run(stateless.measure_memory(bootstrap, workdir, small=sizes.memory_small,
-                                                   large=sizes.memory_large))  # fmt: skip
+        mem = asyncio.run(
+            stateless.measure_memory(bootstrap, workdir, small=sizes.memory_small, large=sizes.memory_large)
+        )
     typical = next(c for c in costs if c.size == "typical")
     result: dict[str, Any] = {
         "ceiling_events_per_s": ceiling_eps,
@@ -241,7 +260,7 @@ def run(sizes: Sizes, *, workdir: Path, console: Console, seed: int = 11,
             "partitions": harness.PARTITIONS,
             "seed": seed,
             "broker_log": broker_log(broker_dir),
-        },  # fmt: skip
+        },
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "seconds": time.monotonic() - started,
@@ -265,8 +284,12 @@ def table(result: dict[str, Any]) -> Table:
         return target_cell(entry), "" if entry is None else entry["goal"]
 
     t.add_row("ceiling: aiokafka passthrough", f"{r['ceiling_events_per_s']:,.0f} ev/s", "1.00", "", "")
-    t.add_row("pipeline end to end (worker + projector)", f"{r['pipeline_events_per_s']:,.0f} ev/s",
-              f"{q['pipeline_vs_ceiling']:.3f} of ceiling", *tgt("pipeline_vs_ceiling"))  # fmt: skip
+    t.add_row(
+        "pipeline end to end (worker + projector)",
+        f"{r['pipeline_events_per_s']:,.0f} ev/s",
+        f"{q['pipeline_vs_ceiling']:.3f} of ceiling",
+        *tgt("pipeline_vs_ceiling"),
+    )
     t.add_row(
         "  latency p50 / p95 / p99, full load (judge's send to its row visible)",
         f"{r['pipeline_p50_ms']:,.0f} / {r['pipeline_p95_ms']:,.0f} / {r['pipeline_p99_ms']:,.0f} ms",
@@ -274,46 +297,99 @@ def table(result: dict[str, Any]) -> Table:
         "",
         "",
     )
-    t.add_row(f"  latency p50 / p95 / p99 at {r['pipeline_half_load_events_per_s']:,.0f} ev/s (half; the same)",
-              f"{r['pipeline_p50_ms_half_load']:,.0f} / {r['pipeline_p95_ms_half_load']:,.0f} / "
-              f"{r['pipeline_p99_ms_half_load']:,.0f} ms", "", *tgt("pipeline_p99_ms_half_load"))  # fmt: skip
+    t.add_row(
+        f"  latency p50 / p95 / p99 at {r['pipeline_half_load_events_per_s']:,.0f} ev/s (half; the same)",
+        f"{r['pipeline_p50_ms_half_load']:,.0f} / {r['pipeline_p95_ms_half_load']:,.0f} / "
+        f"{r['pipeline_p99_ms_half_load']:,.0f} ms",
+        "",
+        *tgt("pipeline_p99_ms_half_load"),
+    )
     if "pipeline_decision_p99_ms_half_load" in r:  # results from before it lack it
-        t.add_row("  decision latency p50 / p99 at half load (judge's send to its decision visible)",
-                  f"{r['pipeline_decision_p50_ms_half_load']:,.0f} / {r['pipeline_decision_p99_ms_half_load']:,.0f} ms",
-                  "", "", "")  # fmt: skip
+        t.add_row(
+            "  decision latency p50 / p99 at half load (judge's send to its decision visible)",
+            f"{r['pipeline_decision_p50_ms_half_load']:,.0f} / {r['pipeline_decision_p99_ms_half_load']:,.0f} ms",
+            "",
+            "",
+            "",
+        )
     if "projector_events_per_s" in r:  # results from before issue 15 lack it
-        t.add_row("projector alone: pipeline topics into an empty schema", f"{r['projector_events_per_s']:,.0f} ev/s",
-                  f"{q['projector_vs_ceiling']:.2f} of ceiling", *tgt("projector_vs_ceiling"))  # fmt: skip
-        t.add_row("  the same with 2 projector processes", f"{r['projector_2_events_per_s']:,.0f} ev/s",
-                  f"{q['two_vs_one_projector']:.2f} of 1 projector", "", "")  # fmt: skip
+        t.add_row(
+            "projector alone: pipeline topics into an empty schema",
+            f"{r['projector_events_per_s']:,.0f} ev/s",
+            f"{q['projector_vs_ceiling']:.2f} of ceiling",
+            *tgt("projector_vs_ceiling"),
+        )
+        t.add_row(
+            "  the same with 2 projector processes",
+            f"{r['projector_2_events_per_s']:,.0f} ev/s",
+            f"{q['two_vs_one_projector']:.2f} of 1 projector",
+            "",
+            "",
+        )
         for name, cost in list(r["projector_tables"].items())[:6]:
-            t.add_row(f"  projector time: {name}", f"{cost['rows_per_s']:,.0f} rows/s" if cost["rows"] else "",
-                      f"{cost['share']:.0%} of its time", "", "")  # fmt: skip
+            t.add_row(
+                f"  projector time: {name}",
+                f"{cost['rows_per_s']:,.0f} rows/s" if cost["rows"] else "",
+                f"{cost['share']:.0%} of its time",
+                "",
+                "",
+            )
     t.add_row("peer: claim step on Quix Streams", f"{r['peer_events_per_s']:,.0f} ev/s", "1.00", "", "")
-    t.add_row("bare faust-streaming: the peer's step, tuned", f"{r['faust_bare_step_events_per_s']:,.0f} ev/s",
-              f"{q['faust_bare_vs_peer']:.2f} of peer", "", "")  # fmt: skip
-    t.add_row("judgeflow: same claim step, 1 worker", f"{r['judgeflow_step_events_per_s']:,.0f} ev/s",
-              f"{q['judgeflow_vs_peer']:.2f} of peer", *tgt("judgeflow_vs_peer"))  # fmt: skip
-    t.add_row("  the same vs bare faust-streaming", "", f"{q['judgeflow_vs_faust_bare']:.2f} of bare Faust",
-              *tgt("judgeflow_vs_faust_bare"))  # fmt: skip
-    t.add_row("judgeflow: same claim step, 2 workers", f"{r['judgeflow_step_2_workers_events_per_s']:,.0f} ev/s",
-              f"{q['two_vs_one_worker']:.2f} of 1 worker", "", "")  # fmt: skip
+    t.add_row(
+        "bare faust-streaming: the peer's step, tuned",
+        f"{r['faust_bare_step_events_per_s']:,.0f} ev/s",
+        f"{q['faust_bare_vs_peer']:.2f} of peer",
+        "",
+        "",
+    )
+    t.add_row(
+        "judgeflow: same claim step, 1 worker",
+        f"{r['judgeflow_step_events_per_s']:,.0f} ev/s",
+        f"{q['judgeflow_vs_peer']:.2f} of peer",
+        *tgt("judgeflow_vs_peer"),
+    )
+    t.add_row(
+        "  the same vs bare faust-streaming",
+        "",
+        f"{q['judgeflow_vs_faust_bare']:.2f} of bare Faust",
+        *tgt("judgeflow_vs_faust_bare"),
+    )
+    t.add_row(
+        "judgeflow: same claim step, 2 workers",
+        f"{r['judgeflow_step_2_workers_events_per_s']:,.0f} ev/s",
+        f"{q['two_vs_one_worker']:.2f} of 1 worker",
+        "",
+        "",
+    )
     for c in r["by_output_size"]:
-        t.add_row(f"contract: parse_judge_output, {c['size']} ({c['bytes']:,} B)",
-                  f"{c['parse_us']:,.0f} us ({c['parse_per_s']:,.0f}/s)",
-                  f"worker {c['worker_us']:,.0f} us, {c['rows']} rows", "", "")  # fmt: skip
+        t.add_row(
+            f"contract: parse_judge_output, {c['size']} ({c['bytes']:,} B)",
+            f"{c['parse_us']:,.0f} us ({c['parse_per_s']:,.0f}/s)",
+            f"worker {c['worker_us']:,.0f} us, {c['rows']} rows",
+            "",
+            "",
+        )
     floor = r.get("contract_floor_us_typical")
-    t.add_row("contract: typical vs floor (strict validate_json, plain model)",
-              "n/a" if floor is None else f"{floor:,.0f} us floor",
-              "n/a" if floor is None else f"{q['contract_typical_vs_floor']:.2f}x floor",
-              *tgt("contract_typical_vs_floor"))  # fmt: skip
-    t.add_row("projection: batched", f"{r['batched_rows_per_s']:,.0f} rows/s",
-              f"{q['batched_vs_per_row']:.1f}x per-row", *tgt("batched_vs_per_row"))  # fmt: skip
+    t.add_row(
+        "contract: typical vs floor (strict validate_json, plain model)",
+        "n/a" if floor is None else f"{floor:,.0f} us floor",
+        "n/a" if floor is None else f"{q['contract_typical_vs_floor']:.2f}x floor",
+        *tgt("contract_typical_vs_floor"),
+    )
+    t.add_row(
+        "projection: batched",
+        f"{r['batched_rows_per_s']:,.0f} rows/s",
+        f"{q['batched_vs_per_row']:.1f}x per-row",
+        *tgt("batched_vs_per_row"),
+    )
     t.add_row("projection: one insert per row", f"{r['per_row_rows_per_s']:,.0f} rows/s", "1.0x", "", "")
     w = r["workload"]
-    t.add_row(f"worker RSS after {w['memory_small']:,} / {w['memory_large']:,} claims ({w['memory_store']})",
-              f"{r['rss_mb_20k']:,.0f} / {r['rss_mb_200k']:,.0f} MiB", f"{q['rss_growth']:.2f}x",
-              *tgt("rss_growth"))  # fmt: skip
+    t.add_row(
+        f"worker RSS after {w['memory_small']:,} / {w['memory_large']:,} claims ({w['memory_store']})",
+        f"{r['rss_mb_20k']:,.0f} / {r['rss_mb_200k']:,.0f} MiB",
+        f"{q['rss_growth']:.2f}x",
+        *tgt("rss_growth"),
+    )
     return t
 
 

@@ -49,8 +49,16 @@ async def _warm(bootstrap: str, names: TopicNames, procs: list[harness.Process])
     )
 
 
-async def measure_step(bootstrap: str, workdir: Path, *, engine: str, events: int, workers: int = 1,
-                       seed: int = 3, store: str = "memory://") -> StepResult:  # fmt: skip
+async def measure_step(
+    bootstrap: str,
+    workdir: Path,
+    *,
+    engine: str,
+    events: int,
+    workers: int = 1,
+    seed: int = 3,
+    store: str = "memory://",
+) -> StepResult:
     """`engine` is "judgeflow" (the worker), "peer" (bench.peer on Quix Streams) or
     "faust_bare" (bench.faust_bare: the peer's step on bare faust-streaming)."""
     prefix = harness.new_prefix(engine[:4])
@@ -59,11 +67,13 @@ async def measure_step(bootstrap: str, workdir: Path, *, engine: str, events: in
     if engine == "judgeflow":
         env = harness.worker_env(bootstrap, prefix, workdir, JUDGEFLOW_STORE=store)
         procs = [
-            harness.Process(["worker", "--loglevel", os.environ.get("BENCH_WORKER_LOGLEVEL", "warn")],
-                            env | {"JUDGEFLOW_DATA_DIR": str(workdir / f"{prefix}{i}")},
-                            workdir / f"{prefix}{i}.log")
+            harness.Process(
+                ["worker", "--loglevel", os.environ.get("BENCH_WORKER_LOGLEVEL", "warn")],
+                env | {"JUDGEFLOW_DATA_DIR": str(workdir / f"{prefix}{i}")},
+                workdir / f"{prefix}{i}.log",
+            )
             for i in range(workers)
-        ]  # fmt: skip
+        ]
     elif engine in ("peer", "faust_bare"):
         env = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "BENCH_TOPIC_PREFIX": prefix}
         procs = [harness.Process([], env, workdir / f"{prefix}{engine}.log", module=f"bench.{engine}")]
@@ -79,15 +89,17 @@ async def measure_step(bootstrap: str, workdir: Path, *, engine: str, events: in
             for p in procs[1:]:
                 p.start()
             await harness.send_all(bootstrap, claims(names, 64, seed, start=10_000_000))
-            await harness.wait_for_count(bootstrap, _routes(names), 65, timeout=180.0,
-                                         alive=lambda: all(p.alive() for p in procs))  # fmt: skip
+            await harness.wait_for_count(
+                bootstrap, _routes(names), 65, timeout=180.0, alive=lambda: all(p.alive() for p in procs)
+            )
         ends = await harness.end_offsets(bootstrap, _routes(names))
         already = sum(ends.values())
         records = claims(names, events, seed)
         t0 = time.time()
         await harness.send_all(bootstrap, records)
-        done = await harness.wait_for_count(bootstrap, _routes(names), already + events, timeout=900.0,
-                                            alive=lambda: all(p.alive() for p in procs))  # fmt: skip
+        done = await harness.wait_for_count(
+            bootstrap, _routes(names), already + events, timeout=900.0, alive=lambda: all(p.alive() for p in procs)
+        )
         return StepResult(events, events / (done - t0), [p.rss_mb() for p in procs])
     finally:
         for p in procs:
@@ -104,8 +116,9 @@ class MemoryResult:
     store: str
 
 
-async def measure_memory(bootstrap: str, workdir: Path, *, small: int, large: int, seed: int = 5,
-                         store: str = "rocksdb://") -> MemoryResult:  # fmt: skip
+async def measure_memory(
+    bootstrap: str, workdir: Path, *, small: int, large: int, seed: int = 5, store: str = "rocksdb://"
+) -> MemoryResult:
     """Worker RSS after `small` and after `large` claim checks, one worker process."""
     prefix = harness.new_prefix("mem")
     names = TopicNames.with_prefix(prefix)

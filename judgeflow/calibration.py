@@ -26,16 +26,22 @@ from projections.calibration import (
     reviewed_rubrics,
 )
 
-SUGGESTS_ONLY = ("These thresholds are a suggestion only: calibrate changes no rubric. To use them, publish a new "
-                 "rubric version whose `routing` carries them.")  # fmt: skip
-RULE = ("Rule: replay every routed first-judge check of the rubric through the routing function with each candidate "
-        "(pass_score, floor, border) on the grid; among candidates meeting every target, the lowest human share wins "
-        "(then the lowest overturn rate, the lowest second-judge share, the one closest to the current thresholds); "
-        "if none meets every target, the one with the smallest total excess over the targets.")  # fmt: skip
-SAMPLE_CAVEAT = ("Human and second-judge shares are of every routed first-judge check of the rubric; the overturn "
-                 "rate is of the reviewed claims a policy sends straight to done (human verdict differs from the "
-                 "first judge's). Reviewed claims are mostly those the current policy sent to humans, so claims it "
-                 "sends to done unreviewed are not in that rate.")  # fmt: skip
+SUGGESTS_ONLY = (
+    "These thresholds are a suggestion only: calibrate changes no rubric. To use them, publish a new "
+    "rubric version whose `routing` carries them."
+)
+RULE = (
+    "Rule: replay every routed first-judge check of the rubric through the routing function with each candidate "
+    "(pass_score, floor, border) on the grid; among candidates meeting every target, the lowest human share wins "
+    "(then the lowest overturn rate, the lowest second-judge share, the one closest to the current thresholds); "
+    "if none meets every target, the one with the smallest total excess over the targets."
+)
+SAMPLE_CAVEAT = (
+    "Human and second-judge shares are of every routed first-judge check of the rubric; the overturn "
+    "rate is of the reviewed claims a policy sends straight to done (human verdict differs from the "
+    "first judge's). Reviewed claims are mostly those the current policy sent to humans, so claims it "
+    "sends to done unreviewed are not in that rate."
+)
 
 
 class NoReviews(LookupError):
@@ -57,10 +63,20 @@ def compute(conn: psycopg.Connection, rubric_arg: str, options: Options | None =
     loaded = load(conn, rubric)
     if not loaded.verdicts:
         others = ", ".join(f"{r} ({n} reviewed)" for r, _, n in reviewed_rubrics(conn)) or "none"
-        raise NoReviews(f"no human reviews of claims checked under rubric {loaded.rubric}; "
-                        f"rubrics with reviewed claims: {others}")  # fmt: skip
-    return calibrate(loaded.rubric, loaded.rubric_name, loaded.policy, loaded.verdicts, loaded.claims,
-                     bins=options.bins, targets=options.targets, step=options.step, scale=loaded.scale)  # fmt: skip
+        raise NoReviews(
+            f"no human reviews of claims checked under rubric {loaded.rubric}; rubrics with reviewed claims: {others}"
+        )
+    return calibrate(
+        loaded.rubric,
+        loaded.rubric_name,
+        loaded.policy,
+        loaded.verdicts,
+        loaded.claims,
+        bins=options.bins,
+        targets=options.targets,
+        step=options.step,
+        scale=loaded.scale,
+    )
 
 
 def _n(v: float | None, digits: int = 3) -> str:
@@ -74,12 +90,29 @@ def _title(cal: Calibration) -> str:
 
 def _policy_cells(r: Replay) -> list[str]:
     p = r.policy
-    return [f"{p.pass_score:g}", f"{p.floor:g}", f"{p.border:g}", _n(r.human_share), _n(r.second_share),
-            f"{r.reviewed_done}", f"{r.overturned_done}", _n(r.overturn_rate)]  # fmt: skip
+    return [
+        f"{p.pass_score:g}",
+        f"{p.floor:g}",
+        f"{p.border:g}",
+        _n(r.human_share),
+        _n(r.second_share),
+        f"{r.reviewed_done}",
+        f"{r.overturned_done}",
+        _n(r.overturn_rate),
+    ]
 
 
-POLICY_COLUMNS = ("", "pass_score", "floor", "border", "human share", "second-judge share", "reviewed to done",
-                  "overturned", "overturn rate")  # fmt: skip
+POLICY_COLUMNS = (
+    "",
+    "pass_score",
+    "floor",
+    "border",
+    "human share",
+    "second-judge share",
+    "reviewed to done",
+    "overturned",
+    "overturn rate",
+)
 JUDGE_COLUMNS = ("judge_id", "reviewed verdicts", "agreement", "mean confidence", "ECE")
 BIN_COLUMNS = ("confidence bin", "count", "mean confidence", "agreement", "gap")
 REASON_COLUMNS = ("final reason", "route", "reviewed", "decided", "overturned", "overturn rate", "unclear resolved")
@@ -89,25 +122,53 @@ def tables(cal: Calibration, *, bins: bool = True) -> list[tuple[str, tuple[str,
     """Every table as (title, columns, rows of text): one source for the terminal and the HTML page.
 
     `bins=False` leaves out the per-judge reliability tables (the demo's short summary)."""
-    out: list[tuple[str, tuple[str, ...], list[list[str]]]] = [(
-        f"Judges vs human review, {_title(cal)}: {cal.reviewed_claims} reviewed claims",
-        JUDGE_COLUMNS,
-        [[j.judge_id, str(j.count), _n(j.accuracy), _n(j.mean_confidence), _n(j.ece)] for j in cal.judges],
-    )]  # fmt: skip
+    out: list[tuple[str, tuple[str, ...], list[list[str]]]] = [
+        (
+            f"Judges vs human review, {_title(cal)}: {cal.reviewed_claims} reviewed claims",
+            JUDGE_COLUMNS,
+            [[j.judge_id, str(j.count), _n(j.accuracy), _n(j.mean_confidence), _n(j.ece)] for j in cal.judges],
+        )
+    ]
     for j in cal.judges if bins else []:
-        rows = [[f"[{b.lower:.2f}, {b.upper:.2f}{']' if b.upper >= 1 else ')'}", str(b.count),
-                 _n(b.mean_confidence), _n(b.accuracy),
-                 "" if b.accuracy is None or b.mean_confidence is None else f"{b.accuracy - b.mean_confidence:+.3f}"]
-                for b in j.bins]  # fmt: skip
+        rows = [
+            [
+                f"[{b.lower:.2f}, {b.upper:.2f}{']' if b.upper >= 1 else ')'}",
+                str(b.count),
+                _n(b.mean_confidence),
+                _n(b.accuracy),
+                "" if b.accuracy is None or b.mean_confidence is None else f"{b.accuracy - b.mean_confidence:+.3f}",
+            ]
+            for b in j.bins
+        ]
         out.append((f"Reliability of {j.judge_id} (ECE {_n(j.ece)})", BIN_COLUMNS, rows))
-    out.append(("Overturn rate by route reason (reviewed claims)", REASON_COLUMNS,
-                [[r.reason, r.route, str(r.reviewed), str(r.decided), str(r.overturned), _n(r.overturn_rate),
-                  str(r.resolved)] for r in cal.overturns]))  # fmt: skip
+    out.append(
+        (
+            "Overturn rate by route reason (reviewed claims)",
+            REASON_COLUMNS,
+            [
+                [
+                    r.reason,
+                    r.route,
+                    str(r.reviewed),
+                    str(r.decided),
+                    str(r.overturned),
+                    _n(r.overturn_rate),
+                    str(r.resolved),
+                ]
+                for r in cal.overturns
+            ],
+        )
+    )
     s = cal.suggestion
     if s is not None:
-        out.append((f"Suggested routing thresholds ({s.candidates} candidates replayed over "
-                    f"{s.current.claims} routed checks)", POLICY_COLUMNS,
-                    [["current", *_policy_cells(s.current)], ["suggested", *_policy_cells(s.best)]]))  # fmt: skip
+        out.append(
+            (
+                f"Suggested routing thresholds ({s.candidates} candidates replayed over "
+                f"{s.current.claims} routed checks)",
+                POLICY_COLUMNS,
+                [["current", *_policy_cells(s.current)], ["suggested", *_policy_cells(s.best)]],
+            )
+        )
     return out
 
 
@@ -117,10 +178,15 @@ def verdict_lines(cal: Calibration) -> list[str]:
     if s is None:
         return []
     t = s.targets
-    goal = (f"targets: human share <= {t.max_human_share:g}, overturn rate <= {t.max_overturn:g}, "
-            f"second-judge share <= {t.max_second_share:g}")  # fmt: skip
-    head = ("the suggested thresholds meet every target" if s.meets_targets
-            else "no candidate meets every target; the closest is shown")  # fmt: skip
+    goal = (
+        f"targets: human share <= {t.max_human_share:g}, overturn rate <= {t.max_overturn:g}, "
+        f"second-judge share <= {t.max_second_share:g}"
+    )
+    head = (
+        "the suggested thresholds meet every target"
+        if s.meets_targets
+        else "no candidate meets every target; the closest is shown"
+    )
     return [*cal.notes, f"{goal}: {head}", RULE, SAMPLE_CAVEAT, SUGGESTS_ONLY]
 
 
@@ -139,24 +205,44 @@ def print_calibration(cal: Calibration, console: Console, *, bins: bool = True) 
 def figure(cal: Calibration) -> go.Figure:
     """Per judge, each non-empty bin's mean confidence against its observed agreement with humans, and the
     diagonal a perfectly calibrated judge lies on."""
-    traces: list[Any] = [go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfectly calibrated",
-                                    line={"dash": "dash", "color": "#888"}, hoverinfo="skip")]  # fmt: skip
+    traces: list[Any] = [
+        go.Scatter(
+            x=[0, 1],
+            y=[0, 1],
+            mode="lines",
+            name="perfectly calibrated",
+            line={"dash": "dash", "color": "#888"},
+            hoverinfo="skip",
+        )
+    ]
     for j in cal.judges:
         shown = [b for b in j.bins if b.count]
-        traces.append(go.Scatter(
-            x=[b.mean_confidence for b in shown], y=[b.accuracy for b in shown], mode="lines+markers",
-            name=f"{j.judge_id} (ECE {_n(j.ece)}, n={j.count})",
-            marker={"size": [6 + min(18, b.count ** 0.5 * 2) for b in shown]},
-            text=[f"bin [{b.lower:.2f}, {b.upper:.2f}]: {b.count} verdicts" for b in shown],
-            hovertemplate="%{text}<br>mean confidence %{x:.3f}<br>agreement %{y:.3f}<extra></extra>",
-        ))  # fmt: skip
-    return go.Figure(traces, layout={
-        "title": {"text": f"Reliability: confidence vs agreement with human review, {_title(cal)}", "x": 0.01},
-        "xaxis": {"title": {"text": "mean confidence in bin"}, "range": [0, 1.02], "constrain": "domain"},
-        "yaxis": {"title": {"text": "share agreeing with the human verdict"}, "range": [0, 1.02],
-                  "scaleanchor": "x"},
-        "height": 560, "legend": {"orientation": "h", "y": -0.2}, "margin": {"l": 60, "r": 20, "t": 60, "b": 40},
-    })  # fmt: skip
+        traces.append(
+            go.Scatter(
+                x=[b.mean_confidence for b in shown],
+                y=[b.accuracy for b in shown],
+                mode="lines+markers",
+                name=f"{j.judge_id} (ECE {_n(j.ece)}, n={j.count})",
+                marker={"size": [6 + min(18, b.count**0.5 * 2) for b in shown]},
+                text=[f"bin [{b.lower:.2f}, {b.upper:.2f}]: {b.count} verdicts" for b in shown],
+                hovertemplate="%{text}<br>mean confidence %{x:.3f}<br>agreement %{y:.3f}<extra></extra>",
+            )
+        )
+    return go.Figure(
+        traces,
+        layout={
+            "title": {"text": f"Reliability: confidence vs agreement with human review, {_title(cal)}", "x": 0.01},
+            "xaxis": {"title": {"text": "mean confidence in bin"}, "range": [0, 1.02], "constrain": "domain"},
+            "yaxis": {
+                "title": {"text": "share agreeing with the human verdict"},
+                "range": [0, 1.02],
+                "scaleanchor": "x",
+            },
+            "height": 560,
+            "legend": {"orientation": "h", "y": -0.2},
+            "margin": {"l": 60, "r": 20, "t": 60, "b": 40},
+        },
+    )
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222;max-width:1100px}
@@ -182,21 +268,26 @@ def page_html(cal: Calibration, plotly_src: str | None = None) -> str:
     fig = figure(cal).to_json().replace("<", "\\u003c")
     notes = "".join(f"<p>{html.escape(line)}</p>" for line in verdict_lines(cal))
     body = "".join(_html_table(*t) for t in tables(cal))
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow calibration: "
-            f"{html.escape(_title(cal))}</title><style>{STYLE}</style>{script}</head><body>"
-            f"<h1>Calibration from reviews: {html.escape(_title(cal))}</h1><div id='reliability'></div>"
-            f"<div class='note' id='suggestion'>{notes}</div>{body}"
-            f"<script>const FIG = {fig};\nPlotly.newPlot('reliability', FIG.data, FIG.layout, "
-            "{displayModeBar: false, responsive: true});</script></body></html>")  # fmt: skip
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow calibration: "
+        f"{html.escape(_title(cal))}</title><style>{STYLE}</style>{script}</head><body>"
+        f"<h1>Calibration from reviews: {html.escape(_title(cal))}</h1><div id='reliability'></div>"
+        f"<div class='note' id='suggestion'>{notes}</div>{body}"
+        f"<script>const FIG = {fig};\nPlotly.newPlot('reliability', FIG.data, FIG.layout, "
+        "{displayModeBar: false, responsive: true});</script></body></html>"
+    )
 
 
 def index_html(rubrics: list[tuple[str, str | None, int]]) -> str:
     """The dashboard's list of rubrics with reviewed claims, one calibration link each."""
     items = "".join(
         f'<li><a href="/calibration?rubric={html.escape(r)}">{html.escape(r if r != NO_RUBRIC else "no rubric")}'
-        f"{' (' + html.escape(n) + ')' if n else ''}</a>: {k} reviewed claims</li>" for r, n, k in rubrics
-    )  # fmt: skip
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow calibration</title>"
-            f"<style>{STYLE}</style></head><body><h1>Calibration from reviews</h1>"
-            f"<p><a href='/'>dashboard</a></p><ul id='rubrics'>{items or '<li>no reviewed claims yet</li>'}</ul>"
-            "</body></html>")  # fmt: skip
+        f"{' (' + html.escape(n) + ')' if n else ''}</a>: {k} reviewed claims</li>"
+        for r, n, k in rubrics
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow calibration</title>"
+        f"<style>{STYLE}</style></head><body><h1>Calibration from reviews</h1>"
+        f"<p><a href='/'>dashboard</a></p><ul id='rubrics'>{items or '<li>no reviewed claims yet</li>'}</ul>"
+        "</body></html>"
+    )

@@ -219,7 +219,7 @@ def projector(ctx: click.Context, schema: str) -> None:
             exit_seconds=settings.outage_exit_seconds,
             log_every=settings.log_repeat_seconds,
             log=logging.getLogger("judgeflow.projector"),
-        ),  # fmt: skip
+        ),
     )
 
     async def run() -> None:
@@ -323,9 +323,11 @@ def report(ctx: click.Context, schema: str, html_file: Path | None) -> None:
                 table.add_row(*("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
             console.print(table)
         runs = evaluation_runs(conn, limit=20)
-        table = Table(title=f"Evaluation runs: {runs['total']} ({runs['with_contradictions']} with contradictions, "
-                      f"{runs['with_notice']} with a judge unavailable); latest {len(runs['latest'])}",
-                      title_justify="left")  # fmt: skip
+        table = Table(
+            title=f"Evaluation runs: {runs['total']} ({runs['with_contradictions']} with contradictions, "
+            f"{runs['with_notice']} with a judge unavailable); latest {len(runs['latest'])}",
+            title_justify="left",
+        )
         for column in EVALUATION_RUN_COLUMNS:
             table.add_column(column, no_wrap=column in ("run", "judges in", "score"), overflow="fold")
         for run in runs["latest"]:
@@ -448,16 +450,26 @@ def dashboard(ctx: click.Context, schema: str, host: str | None, port: int) -> N
     web.run_app(app, host=bind, port=port, print=None)
 
 
-ROLE_BY_TOPIC = {"judge.outputs": "judge_outputs", "judge.checks": "checks", "evaluation.runs": "runs",
-                 "judge.rubrics": "rubrics", "reviews": "reviews"}  # fmt: skip
+ROLE_BY_TOPIC = {
+    "judge.outputs": "judge_outputs",
+    "judge.checks": "checks",
+    "evaluation.runs": "runs",
+    "judge.rubrics": "rubrics",
+    "reviews": "reviews",
+}
 
 
 @main.command()
 @click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--topic", type=click.Choice(sorted(ROLE_BY_TOPIC)), help="input topic (unprefixed)")
 @click.option("--raw", is_flag=True, help="send every line as is, without validating (to test the dead-letter path)")
-@click.option("--example", "example", type=click.Choice(sorted(ROLE_BY_TOPIC)), default=None,
-              help="print one valid example document of this topic as a JSONL line, and send nothing")  # fmt: skip
+@click.option(
+    "--example",
+    "example",
+    type=click.Choice(sorted(ROLE_BY_TOPIC)),
+    default=None,
+    help="print one valid example document of this topic as a JSONL line, and send nothing",
+)
 @click.pass_context
 def produce(ctx: click.Context, file: Path | None, topic: str | None, raw: bool, example: str | None) -> None:
     """Publish a JSONL file, one event per line, validated before sending.
@@ -508,8 +520,11 @@ def _publish_file(ctx: click.Context, file: Path, topic: str, raw: bool) -> None
             click.echo(f"{file}:{number}: {','.join(err.codes)} at {where}: {first.message}", err=True)
 
     async def send() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_idempotence=True,
-                                    **settings.kafka_security.aiokafka_kwargs())  # fmt: skip
+        producer = AIOKafkaProducer(
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            enable_idempotence=True,
+            **settings.kafka_security.aiokafka_kwargs(),
+        )
         await producer.start()
         try:
             for key, value in good:
@@ -576,8 +591,17 @@ def tail(ctx: click.Context, topic: str, follow: bool, as_json: bool, limit: int
                             value = r.value.decode("utf-8", "replace") if r.value else None
                         key = r.key.decode("utf-8", "replace") if r.key is not None else None
                         if as_json:
-                            click.echo(jsonlib.dumps({"topic": r.topic, "partition": r.partition,
-                                                      "offset": r.offset, "key": key, "value": value}))  # fmt: skip
+                            click.echo(
+                                jsonlib.dumps(
+                                    {
+                                        "topic": r.topic,
+                                        "partition": r.partition,
+                                        "offset": r.offset,
+                                        "key": key,
+                                        "value": value,
+                                    }
+                                )
+                            )
                         else:
                             console.rule(f"{r.topic}/{r.partition}/{r.offset}  key={key}")
                             console.print_json(data=value) if isinstance(value, (dict, list)) else console.print(value)
@@ -613,9 +637,12 @@ def topology(ctx: click.Context) -> None:
 @click.option("--claims", default=1000, show_default=True, help="claims in the nightly batch")
 @click.option("--seed", default=7, show_default=True)
 @click.option("--timeout", default=300.0, show_default=True, help="seconds to wait for the pipeline")
-@click.option("--keep", is_flag=True,
-              help="keep the Kafka and Postgres it starts running, with the demo's data (stop them with "
-                   "`judgeflow services down`); prints the dashboard command that shows the data")  # fmt: skip
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="keep the Kafka and Postgres it starts running, with the demo's data (stop them with "
+    "`judgeflow services down`); prints the dashboard command that shows the data",
+)
 def demo(runs: int, claims: int, seed: int, timeout: float, keep: bool) -> None:
     """Run the pipeline end to end on embedded Kafka and Postgres.
 
@@ -644,10 +671,13 @@ def demo(runs: int, claims: int, seed: int, timeout: float, keep: bool) -> None:
 @click.option("--memory-small", type=int, default=None, help="claims before the first RSS reading")
 @click.option("--memory-large", type=int, default=None, help="claims before the second RSS reading")
 @click.option("--projection-outputs", type=int, default=None, help="judge outputs for batched vs per-row")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="JSON file (default bench/results/<date>.json)")  # fmt: skip
-@click.option("--broker-on-disk", is_flag=True,
-              help="keep the bench's broker log on disk, not in memory (tmpfs)")  # fmt: skip
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="JSON file (default bench/results/<date>.json)",
+)
+@click.option("--broker-on-disk", is_flag=True, help="keep the bench's broker log on disk, not in memory (tmpfs)")
 def bench(quick: bool, out: Path | None, broker_on_disk: bool, **overrides: int | None) -> None:
     """Measure throughput, latency, memory and scaling against a ceiling and a peer.
 

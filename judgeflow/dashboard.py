@@ -57,30 +57,63 @@ def evaluation_runs(conn: psycopg.Connection, limit: int = RUNS_SHOWN) -> dict[s
         "SELECT count(*), count(*) FILTER (WHERE has_contradictions), count(*) FILTER (WHERE notice IS NOT NULL) "
         "FROM evaluation_runs_overview"
     ).fetchone() or (0, 0, 0)
-    by_route: dict[str, int] = dict(conn.execute(
-        "SELECT coalesce(route, %s), count(*) FROM evaluation_runs_overview GROUP BY 1 ORDER BY 1", (NOT_ROUTED,)
-    ).fetchall())  # fmt: skip
+    by_route: dict[str, int] = dict(
+        conn.execute(
+            "SELECT coalesce(route, %s), count(*) FROM evaluation_runs_overview GROUP BY 1 ORDER BY 1", (NOT_ROUTED,)
+        ).fetchall()
+    )
     rows = [
-        {"evaluation_run_id": i, "status": st, "revision": rev, "judges_in": None if n is None else f"{ok}/{n}",
-         "score": score, "contradictions": list(lanes), "notice": notice, "route": route, "route_reason": why}
+        {
+            "evaluation_run_id": i,
+            "status": st,
+            "revision": rev,
+            "judges_in": None if n is None else f"{ok}/{n}",
+            "score": score,
+            "contradictions": list(lanes),
+            "notice": notice,
+            "route": route,
+            "route_reason": why,
+        }
         for i, st, rev, ok, n, score, lanes, notice, route, why in conn.execute(EVALUATION_RUNS_QUERY, (limit,))
-    ]  # fmt: skip
-    return {"total": int(total), "with_contradictions": int(contradicting), "with_notice": int(noticed),
-            "by_route": {k: int(v) for k, v in by_route.items()}, "latest": rows}  # fmt: skip
+    ]
+    return {
+        "total": int(total),
+        "with_contradictions": int(contradicting),
+        "with_notice": int(noticed),
+        "by_route": {k: int(v) for k, v in by_route.items()},
+        "latest": rows,
+    }
 
 
 def evaluation_run_cells(run: dict[str, Any]) -> tuple[str, ...]:
     """One run as the table's plain-text cells (the HTML page escapes them; the CLI prints them)."""
     status = run["status"] if run["revision"] is None else f"{run['status']} (rev {run['revision']})"
     route = "—" if run["route"] is None else f"{run['route']} ({run['route_reason']})"
-    return (run["evaluation_run_id"], status, run["judges_in"] or "—",
-            "—" if run["score"] is None else f"{run['score']:g}",
-            ", ".join(run["contradictions"]) or "none", run["notice"] or "—", route)  # fmt: skip
+    return (
+        run["evaluation_run_id"],
+        status,
+        run["judges_in"] or "—",
+        "—" if run["score"] is None else f"{run['score']:g}",
+        ", ".join(run["contradictions"]) or "none",
+        run["notice"] or "—",
+        route,
+    )
 
 
-READ_MODELS = ("raw_events", "checks", "claim_checks", "dead_letters_by_code", "judge_drift", "overturn_rate_by_judge",
-               "judge_human_pairs", "score_distribution", "evaluation_run_status", "open_stale_alerts",
-               "evaluation_runs_overview", "judge_agreement_by_rubric")  # fmt: skip
+READ_MODELS = (
+    "raw_events",
+    "checks",
+    "claim_checks",
+    "dead_letters_by_code",
+    "judge_drift",
+    "overturn_rate_by_judge",
+    "judge_human_pairs",
+    "score_distribution",
+    "evaluation_run_status",
+    "open_stale_alerts",
+    "evaluation_runs_overview",
+    "judge_agreement_by_rubric",
+)
 """The tables and views the dashboard and the report read."""
 
 
@@ -102,8 +135,9 @@ def _with_schema(command: str, schema: str) -> str:
     return f"judgeflow {command}" + ("" if schema == DEFAULT_SCHEMA else f" --schema {schema}")
 
 
-def schema_problem(schema: str, where: str, missing: list[str], schema_exists: bool, others: list[str],
-                   command: str = "dashboard") -> Problem | None:  # fmt: skip
+def schema_problem(
+    schema: str, where: str, missing: list[str], schema_exists: bool, others: list[str], command: str = "dashboard"
+) -> Problem | None:
     """What is wrong with `schema` given what it lacks, and what fixes it: migrating it, or
     pointing `command` at a schema of this database that holds judgeflow's read models."""
     if not missing:
@@ -116,16 +150,19 @@ def schema_problem(schema: str, where: str, missing: list[str], schema_exists: b
     if len(missing) == len(READ_MODELS):
         what = f'schema "{schema}" in {where} holds none of judgeflow\'s read models (missing: {", ".join(missing)})'
         return Problem(what, (f"{migrate}   # then `judgeflow projector` fills it from Kafka", *elsewhere))
-    what = (f'schema "{schema}" in {where} lacks {", ".join(missing)}: '
-            "its migrations are older than this judgeflow")  # fmt: skip
+    what = f'schema "{schema}" in {where} lacks {", ".join(missing)}: its migrations are older than this judgeflow'
     return Problem(what, (migrate,))
 
 
 def unreachable(where: str, error: Exception) -> Problem:
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return Problem(f"cannot reach Postgres at {where}: {first}",
-                   ("set DATABASE_URL to a running Postgres (postgresql://user@host:port/db)",
-                    'eval "$(judgeflow services up | grep ^export)"   # or start one on this machine'))  # fmt: skip
+    return Problem(
+        f"cannot reach Postgres at {where}: {first}",
+        (
+            "set DATABASE_URL to a running Postgres (postgresql://user@host:port/db)",
+            'eval "$(judgeflow services up | grep ^export)"   # or start one on this machine',
+        ),
+    )
 
 
 def describe_database(database_url: str) -> str:
@@ -142,17 +179,26 @@ def describe_database(database_url: str) -> str:
 def find_problem(conn: psycopg.Connection, schema: str, where: str, command: str = "dashboard") -> Problem | None:
     """Check that `schema` holds every read model the dashboard and report read; name other
     schemas holding them (the default first, then the most recently created: the latest demo)."""
-    missing = [r for (r,) in conn.execute(
-        "SELECT r FROM unnest(%s::text[]) WITH ORDINALITY AS t(r, i) "
-        "WHERE to_regclass(format('%%I.%%I', %s::text, r)) IS NULL ORDER BY i",
-        (list(READ_MODELS), schema))]  # fmt: skip
+    missing = [
+        r
+        for (r,) in conn.execute(
+            "SELECT r FROM unnest(%s::text[]) WITH ORDINALITY AS t(r, i) "
+            "WHERE to_regclass(format('%%I.%%I', %s::text, r)) IS NULL ORDER BY i",
+            (list(READ_MODELS), schema),
+        )
+    ]
     if not missing:
         return None
     exists = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %s)", (schema,)).fetchone()
-    others = [n for (n,) in conn.execute(
-        "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.relname = 'raw_events' AND c.relkind = 'r' AND n.nspname <> %s "
-        "ORDER BY n.nspname = %s DESC, c.oid DESC LIMIT 5", (schema, DEFAULT_SCHEMA))]  # fmt: skip
+    others = [
+        n
+        for (n,) in conn.execute(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relname = 'raw_events' AND c.relkind = 'r' AND n.nspname <> %s "
+            "ORDER BY n.nspname = %s DESC, c.oid DESC LIMIT 5",
+            (schema, DEFAULT_SCHEMA),
+        )
+    ]
     return schema_problem(schema, where, missing, bool(exists and exists[0]), others, command)
 
 
@@ -161,16 +207,21 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
     queues: dict[str, int] = dict(
         conn.execute("SELECT coalesce(final_route, route, 'pending'), count(*) FROM checks GROUP BY 1 ORDER BY 1")
     )
-    throughput = [(ts.isoformat(), n) for ts, n in conn.execute(
-        "SELECT date_bin('10 seconds', received_at, TIMESTAMPTZ 'epoch') AS slot, count(*) FROM raw_events "
-        "GROUP BY 1 ORDER BY 1 DESC LIMIT 90").fetchall()][::-1]  # fmt: skip
+    throughput = [
+        (ts.isoformat(), n)
+        for ts, n in conn.execute(
+            "SELECT date_bin('10 seconds', received_at, TIMESTAMPTZ 'epoch') AS slot, count(*) FROM raw_events "
+            "GROUP BY 1 ORDER BY 1 DESC LIMIT 90"
+        ).fetchall()
+    ][::-1]
     dead = conn.execute("SELECT code, events FROM dead_letters_by_code").fetchall()
     drift = {j: (float(cr), float(mc), n) for j, cr, mc, n in conn.execute("SELECT * FROM judge_drift")}
     kappa = {j: (n, k) for j, n, k in kappa_by_judge(conn)}
     overturn = {j: float(r) for j, r, _ in conn.execute("SELECT * FROM overturn_rate_by_judge")}
     judges = sorted(set(drift) | set(kappa))
-    scores = conn.execute("SELECT judge_model, bucket, sum(outputs)::int FROM score_distribution "
-                          "GROUP BY 1, 2 ORDER BY 1, 2").fetchall()  # fmt: skip
+    scores = conn.execute(
+        "SELECT judge_model, bucket, sum(outputs)::int FROM score_distribution GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall()
     runs: dict[str, int] = dict(conn.execute("SELECT status, count(*) FROM evaluation_run_status GROUP BY 1"))
     alerts = conn.execute(
         "SELECT kind, subject, subject_id, reason, extract(epoch FROM age)::float8 FROM open_stale_alerts "
@@ -192,7 +243,7 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
                 "overturn_rate": overturn.get(j),
             }
             for j in judges
-        ],  # fmt: skip
+        ],
         "scores": [[m, int(b), int(n)] for m, b, n in scores],
         "runs": runs,
         "stale_alerts": [
@@ -219,8 +270,9 @@ def _number(v: float | None) -> str:
 
 def _bars(x: list[Any], y: list[Any], text: list[str] | None = None, **kw: Any) -> go.Bar:
     """Bars with their value written outside, so a 0 (a bar of no height) is still seen."""
-    return go.Bar(x=x, y=y, text=text if text is not None else [str(v) for v in y], textposition="outside",
-                  cliponaxis=False, **kw)  # fmt: skip
+    return go.Bar(
+        x=x, y=y, text=text if text is not None else [str(v) for v in y], textposition="outside", cliponaxis=False, **kw
+    )
 
 
 def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
@@ -228,10 +280,16 @@ def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
     make room for their labels, values written on the bars."""
 
     def layout(title: str, **kw: Any) -> dict[str, Any]:
-        return {"title": {"text": title, "x": 0.01, "xanchor": "left"}, "height": CHART_HEIGHT, "autosize": True,
-                "margin": {"l": 10, "r": 10, "t": 64, "b": 10}, "xaxis": {"automargin": True},
-                "yaxis": {"automargin": True, "rangemode": "tozero"},
-                "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, **kw}  # fmt: skip
+        return {
+            "title": {"text": title, "x": 0.01, "xanchor": "left"},
+            "height": CHART_HEIGHT,
+            "autosize": True,
+            "margin": {"l": 10, "r": 10, "t": 64, "b": 10},
+            "xaxis": {"automargin": True},
+            "yaxis": {"automargin": True, "rangemode": "tozero"},
+            "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+            **kw,
+        }
 
     runs = _counts_in_order(data["evaluations"]["by_route"], EVALUATION_ROUTES)
     queues = _counts_in_order(data["queues"], CLAIM_ROUTES)
@@ -245,27 +303,61 @@ def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
     return {
         "evaluations": go.Figure(_bars(list(runs), list(runs.values())), layout=layout("Evaluation runs by route")),
         "queues": go.Figure(_bars(list(queues), list(queues.values())), layout=layout("Claims by route (final)")),
-        "throughput": go.Figure(go.Scatter(x=[t for t, _ in data["throughput"]], y=[n for _, n in data["throughput"]],
-                                           mode="lines+markers", cliponaxis=False),
-                                layout=layout("Input events per 10 s")),
-        "dead_letters": go.Figure(_bars([n for _, n in dead], [c for c, _ in dead], text=[str(n) for _, n in dead],
-                                        orientation="h"),
-                                  layout=layout("Dead letters by code",
-                                                xaxis={"automargin": True, "range": [0, most * 1.15]},
-                                                yaxis={"automargin": True, "type": "category"})),
+        "throughput": go.Figure(
+            go.Scatter(
+                x=[t for t, _ in data["throughput"]],
+                y=[n for _, n in data["throughput"]],
+                mode="lines+markers",
+                cliponaxis=False,
+            ),
+            layout=layout("Input events per 10 s"),
+        ),
+        "dead_letters": go.Figure(
+            _bars([n for _, n in dead], [c for c, _ in dead], text=[str(n) for _, n in dead], orientation="h"),
+            layout=layout(
+                "Dead letters by code",
+                xaxis={"automargin": True, "range": [0, most * 1.15]},
+                yaxis={"automargin": True, "type": "category"},
+            ),
+        ),
         "judges": go.Figure(
-            [_bars(judges, [v or 0.0 for v in rates], [_number(v) for v in rates], name="contradiction rate"),
-             _bars(judges, [v or 0.0 for v in kappas], [_number(v) for v in kappas], name="kappa vs human",
-                   hovertext=["undefined: no reviews or one label" if v is None else "" for v in kappas])],
-            layout=layout("Judge drift and agreement with humans", barmode="group",
-                          yaxis={"automargin": True, "range": [low - 0.1, 1.15]})),
+            [
+                _bars(judges, [v or 0.0 for v in rates], [_number(v) for v in rates], name="contradiction rate"),
+                _bars(
+                    judges,
+                    [v or 0.0 for v in kappas],
+                    [_number(v) for v in kappas],
+                    name="kappa vs human",
+                    hovertext=["undefined: no reviews or one label" if v is None else "" for v in kappas],
+                ),
+            ],
+            layout=layout(
+                "Judge drift and agreement with humans",
+                barmode="group",
+                yaxis={"automargin": True, "range": [low - 0.1, 1.15]},
+            ),
+        ),
         "scores": go.Figure(
-            [go.Bar(name=m, x=[f"{b}–{b + 9}" for mm, b, _ in data["scores"] if mm == m],
-                    y=[n for mm, _, n in data["scores"] if mm == m]) for m in models],
-            layout=layout("Overall score distribution by judge", barmode="group",
-                          xaxis={"automargin": True, "type": "category", "categoryorder": "array",
-                                 "categoryarray": [f"{b}–{b + 9}" for b in range(0, 100, 10)]})),
-    }  # fmt: skip
+            [
+                go.Bar(
+                    name=m,
+                    x=[f"{b}–{b + 9}" for mm, b, _ in data["scores"] if mm == m],
+                    y=[n for mm, _, n in data["scores"] if mm == m],
+                )
+                for m in models
+            ],
+            layout=layout(
+                "Overall score distribution by judge",
+                barmode="group",
+                xaxis={
+                    "automargin": True,
+                    "type": "category",
+                    "categoryorder": "array",
+                    "categoryarray": [f"{b}–{b + 9}" for b in range(0, 100, 10)],
+                },
+            ),
+        ),
+    }
 
 
 def _table(data: dict[str, Any]) -> str:
@@ -276,10 +368,22 @@ def _table(data: dict[str, Any]) -> str:
         return "—" if v is None else html.escape(f"{v:.3f}" if isinstance(v, float) else str(v))
 
     rows = "".join(
-        "<tr>" + "".join(f"<td>{cell(j[k])}</td>" for k in ("judge_id", "checks", "contradiction_rate",
-                                                             "mean_confidence", "reviewed", "kappa", "overturn_rate"))
-        + "</tr>" for j in data["judges"]
-    )  # fmt: skip
+        "<tr>"
+        + "".join(
+            f"<td>{cell(j[k])}</td>"
+            for k in (
+                "judge_id",
+                "checks",
+                "contradiction_rate",
+                "mean_confidence",
+                "reviewed",
+                "kappa",
+                "overturn_rate",
+            )
+        )
+        + "</tr>"
+        for j in data["judges"]
+    )
     return f'<table id="judges"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
@@ -289,13 +393,18 @@ def _runs_table(data: dict[str, Any]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in EVALUATION_RUN_COLUMNS)
     rows = "".join(
         f"<tr data-route='{html.escape(r['route'] or NOT_ROUTED)}'>"
-        + "".join(f"<td>{html.escape(c)}</td>" for c in evaluation_run_cells(r)) + "</tr>"
+        + "".join(f"<td>{html.escape(c)}</td>" for c in evaluation_run_cells(r))
+        + "</tr>"
         for r in runs["latest"]
-    )  # fmt: skip
-    caption = (f"Evaluation runs: {runs['total']} ({runs['with_contradictions']} with contradictions, "
-               f"{runs['with_notice']} with a judge unavailable); latest {len(runs['latest'])}")  # fmt: skip
-    return (f'<table id="evaluation-runs"><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead>'
-            f"<tbody>{rows}</tbody></table>")  # fmt: skip
+    )
+    caption = (
+        f"Evaluation runs: {runs['total']} ({runs['with_contradictions']} with contradictions, "
+        f"{runs['with_notice']} with a judge unavailable); latest {len(runs['latest'])}"
+    )
+    return (
+        f'<table id="evaluation-runs"><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
 
 
 def _agreement_table(data: dict[str, Any]) -> str:
@@ -307,11 +416,14 @@ def _agreement_table(data: dict[str, Any]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in AGREEMENT_COLUMNS)
     body = "".join(
         f"<tr data-statistic='{html.escape(r['statistic'])}'>"
-        + "".join(f"<td>{html.escape(c)}</td>" for c in agreement_cells(r)) + "</tr>"
+        + "".join(f"<td>{html.escape(c)}</td>" for c in agreement_cells(r))
+        + "</tr>"
         for r in rows
-    )  # fmt: skip
-    return (f'<table id="agreement"><caption>{html.escape(AGREEMENT)}</caption><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")  # fmt: skip
+    )
+    return (
+        f'<table id="agreement"><caption>{html.escape(AGREEMENT)}</caption><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def _age(seconds: float) -> str:
@@ -334,12 +446,18 @@ def _stale_alerts(data: dict[str, Any]) -> str:
     columns = ("kind", "subject", "id", "reason", "age")
     head = "".join(f"<th>{c}</th>" for c in columns)
     rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (a["kind"], a["subject"], a["subject_id"],
-                                                                      a["reason"], _age(a["age_seconds"])))
-        + "</tr>" for a in alerts
-    )  # fmt: skip
-    return (f'<div id="stale-alerts" class="alerts"><h2>{html.escape(STALE_ALERTS)} ({len(alerts)})</h2>'
-            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")  # fmt: skip
+        "<tr>"
+        + "".join(
+            f"<td>{html.escape(str(v))}</td>"
+            for v in (a["kind"], a["subject"], a["subject_id"], a["reason"], _age(a["age_seconds"]))
+        )
+        + "</tr>"
+        for a in alerts
+    )
+    return (
+        f'<div id="stale-alerts" class="alerts"><h2>{html.escape(STALE_ALERTS)} ({len(alerts)})</h2>'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>"
+    )
 
 
 def _alerts(data: dict[str, Any]) -> str:
@@ -376,15 +494,22 @@ def _judge_alerts(data: dict[str, Any]) -> str:
 
     def cells(a: dict[str, Any]) -> tuple[str, ...]:
         statistic = a["statistic"] + (f" [{a['lane']}]" if a["lane"] else "") + f" ({a['source']})"
-        return (a["judge"], statistic, f"{_window(a['window_seconds'])} from {a['window_start']}",
-                f"{a['value']:.3f} ({a['n']})",
-                f"{a['baseline_mean']:.3f} ± {a['baseline_sd']:.3f} ({a['baseline_windows']})",
-                f"{a['z']:+.1f} (|z| ≥ {a['z_threshold']:g})", a["direction"])  # fmt: skip
+        return (
+            a["judge"],
+            statistic,
+            f"{_window(a['window_seconds'])} from {a['window_start']}",
+            f"{a['value']:.3f} ({a['n']})",
+            f"{a['baseline_mean']:.3f} ± {a['baseline_sd']:.3f} ({a['baseline_windows']})",
+            f"{a['z']:+.1f} (|z| ≥ {a['z_threshold']:g})",
+            a["direction"],
+        )
 
     head = "".join(f"<th>{c}</th>" for c in columns)
     rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in cells(a)) + "</tr>" for a in alerts)
-    return (f'<div id="judge-alerts" class="alerts"><h2>{html.escape(JUDGE_ALERTS)} ({len(alerts)})</h2>'
-            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")  # fmt: skip
+    return (
+        f'<div id="judge-alerts" class="alerts"><h2>{html.escape(JUDGE_ALERTS)} ({len(alerts)})</h2>'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>"
+    )
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}
@@ -429,14 +554,16 @@ def report_html(data: dict[str, Any]) -> str:
 
     figs = {k: json.loads(f.to_json()) for k, f in figures(data).items()}
     runs = html.escape(", ".join(f"{k}: {v}" for k, v in sorted(data["runs"].items())) or "none")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow report</title>"
-            f"<style>{STYLE}</style><script>{get_plotlyjs()}</script></head><body><h1>judgeflow report</h1>"
-            f"<p>Evaluation runs: {runs}</p>{_alerts(data)}<div class='grid'>{_cards(list(figs))}</div>"
-            f"{_runs_table(data)}{_table(data)}{_agreement_table(data)}"
-            f"<script>{DRAW_JS}\nconst FIGURES = {_script_json(figs)};\n"
-            "for (const [name, fig] of Object.entries(FIGURES))\n"
-            "  Plotly.newPlot('chart-' + name, fig.data, fig.layout, PLOT_CONFIG);\n"
-            "</script></body></html>")  # fmt: skip
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow report</title>"
+        f"<style>{STYLE}</style><script>{get_plotlyjs()}</script></head><body><h1>judgeflow report</h1>"
+        f"<p>Evaluation runs: {runs}</p>{_alerts(data)}<div class='grid'>{_cards(list(figs))}</div>"
+        f"{_runs_table(data)}{_table(data)}{_agreement_table(data)}"
+        f"<script>{DRAW_JS}\nconst FIGURES = {_script_json(figs)};\n"
+        "for (const [name, fig] of Object.entries(FIGURES))\n"
+        "  Plotly.newPlot('chart-' + name, fig.data, fig.layout, PLOT_CONFIG);\n"
+        "</script></body></html>"
+    )
 
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dashboard</title>
@@ -507,8 +634,19 @@ def make_app(database_url: str, schema: str) -> Any:
     where = describe_database(database_url)
 
     plotly_js = get_plotlyjs()
-    names = list(figures({"queues": {}, "throughput": [], "dead_letters": [], "judges": [], "scores": [],
-                          "runs": {}, "evaluations": {"by_route": {}}}))  # fmt: skip
+    names = list(
+        figures(
+            {
+                "queues": {},
+                "throughput": [],
+                "dead_letters": [],
+                "judges": [],
+                "scores": [],
+                "runs": {},
+                "evaluations": {"by_route": {}},
+            }
+        )
+    )
     page = PAGE.format(style=STYLE, refresh=REFRESH_SECONDS, divs=_cards(names), draw=DRAW_JS)
 
     def fetch() -> tuple[int, dict[str, Any]]:
@@ -522,11 +660,19 @@ def make_app(database_url: str, schema: str) -> Any:
             return 503, unreachable(where, exc).as_json()
         except psycopg.Error as exc:
             log.exception("dashboard query failed")
-            return 500, Problem(f"a dashboard query failed: {str(exc).strip().splitlines()[0]}",
-                                ("see the output of `judgeflow dashboard` for the traceback",)).as_json()  # fmt: skip
+            return 500, Problem(
+                f"a dashboard query failed: {str(exc).strip().splitlines()[0]}",
+                ("see the output of `judgeflow dashboard` for the traceback",),
+            ).as_json()
         figs = {k: json.loads(f.to_json()) for k, f in figures(data).items()}
-        return 200, {"figures": figs, "table": _table(data), "runs": _runs_table(data), "alerts": _alerts(data),
-                     "agreement": _agreement_table(data), "data": data}  # fmt: skip
+        return 200, {
+            "figures": figs,
+            "table": _table(data),
+            "runs": _runs_table(data),
+            "alerts": _alerts(data),
+            "agreement": _agreement_table(data),
+            "data": data,
+        }
 
     async def index(_: web.Request) -> web.Response:
         return web.Response(text=page, content_type="text/html")

@@ -96,11 +96,16 @@ def run_records(names: TopicNames, runs: int, seed: int, timeout_s: float) -> tu
                 continue
             contradicts = i % 7 == 5 and j == 2
             doc = workload.judge_output(
-                rng, run_id, judge, rubric_id=rid, submission_id=run["submission_id"],
+                rng,
+                run_id,
+                judge,
+                rubric_id=rid,
+                submission_id=run["submission_id"],
                 base_score=max(0, base - 40) if contradicts else base,
-                with_flag=rng.random() < 0.2, with_adjustment=rng.random() < 0.2,
+                with_flag=rng.random() < 0.2,
+                with_adjustment=rng.random() < 0.2,
                 status="partial" if rng.random() < 0.05 else "complete",
-            )  # fmt: skip
+            )
             if (i + j) % 7 == 0:
                 doc = workload.as_version_1_0(doc)
             elif (i + j) % 5 == 0:
@@ -164,16 +169,23 @@ async def _send(bootstrap: str, records: list[Any], progress: Progress, label: s
         await producer.stop()
 
 
-async def _follow_up(bootstrap: str, names: TopicNames, claims: int, seed: int, progress: Progress,
-                     pub: Published, timeout: float) -> None:  # fmt: skip
+async def _follow_up(
+    bootstrap: str, names: TopicNames, claims: int, seed: int, progress: Progress, pub: Published, timeout: float
+) -> None:
     """Answer the second-judge queue and review half of the human queue, as the
     second judge and the review tool would."""
     from aiokafka import AIOKafkaConsumer
 
     rng = random.Random(seed + 2)
     task = progress.add_task("first routing decisions", total=claims)
-    consumer = AIOKafkaConsumer(names.done, names.second_judge, names.human_review, bootstrap_servers=bootstrap,
-                                auto_offset_reset="earliest", group_id=None)  # fmt: skip
+    consumer = AIOKafkaConsumer(
+        names.done,
+        names.second_judge,
+        names.human_review,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        group_id=None,
+    )
     await consumer.start()
     first: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + timeout
@@ -196,9 +208,14 @@ async def _follow_up(bootstrap: str, names: TopicNames, claims: int, seed: int, 
         elif d["route"] == "human_review" and rng.random() < 0.5:
             judged = d.get("verdict") or "unclear"
             final = judged if rng.random() < 0.75 and judged != "unclear" else rng.choice(["pass", "fail"])
-            review = {"schema_version": "1.0", "review_id": str(uuid.uuid5(uuid.NAMESPACE_URL, claim_id)),
-                      "claim_id": claim_id, "reviewer": f"reviewer-{rng.randint(1, 3)}", "final_verdict": final,
-                      "created_at": workload.iso(workload.datetime.now(workload.UTC))}  # fmt: skip
+            review = {
+                "schema_version": "1.0",
+                "review_id": str(uuid.uuid5(uuid.NAMESPACE_URL, claim_id)),
+                "claim_id": claim_id,
+                "reviewer": f"reviewer-{rng.randint(1, 3)}",
+                "final_verdict": final,
+                "created_at": workload.iso(workload.datetime.now(workload.UTC)),
+            }
             reviews.append((names.reviews, claim_id.encode(), json.dumps(review).encode()))
     pub.checks += len(answers)
     pub.reviews += len(reviews)
@@ -217,9 +234,19 @@ def _counts(conn: psycopg.Connection) -> dict[str, int]:
                (SELECT count(*) FROM reviews),
                (SELECT count(*) FROM evaluation_reconciled_scores WHERE status = 'final'),
                (SELECT count(*) FROM checks WHERE final_route IS NOT NULL)
-    """).fetchone()  # fmt: skip
-    keys = ["raw", "outputs", "stubs", "invalid_outputs", "checks", "invalid_checks", "runs", "reviews", "finals",
-            "claims_routed"]  # fmt: skip
+    """).fetchone()
+    keys = [
+        "raw",
+        "outputs",
+        "stubs",
+        "invalid_outputs",
+        "checks",
+        "invalid_checks",
+        "runs",
+        "reviews",
+        "finals",
+        "claims_routed",
+    ]
     return dict(zip(keys, (int(v) for v in row or ()), strict=True))
 
 
@@ -227,12 +254,15 @@ def _accounted(c: dict[str, int], pub: Published, claims: int) -> bool:
     return (
         c["outputs"] + c["invalid_outputs"] == pub.outputs
         and c["checks"] + c["invalid_checks"] == pub.checks
-        and c["runs"] == pub.runs and c["reviews"] == pub.reviews
+        and c["runs"] == pub.runs
+        and c["reviews"] == pub.reviews
         # A judge that never answers gets a stub; on a loaded machine a slow one may too
         # (wall-clock timeouts), and its late output is still projected.
-        and c["raw"] == pub.records + c["stubs"] and c["stubs"] >= pub.missing_judges
-        and c["finals"] == pub.runs and c["claims_routed"] == claims
-    )  # fmt: skip
+        and c["raw"] == pub.records + c["stubs"]
+        and c["stubs"] >= pub.missing_judges
+        and c["finals"] == pub.runs
+        and c["claims_routed"] == claims
+    )
 
 
 DRIFT_CLAIMS = 500
@@ -260,8 +290,13 @@ def _judge_quality(console: Console, conn: psycopg.Connection) -> None:
         "WHERE judges = 'all judges' AND statistic LIKE 'alpha%'"
     ):
         shown = "undefined" if value is None else f"{value:.3f}"
-        t.add_row(rubric, f"lane {lane}" if lane else "claim verdicts", shown,
-                  "" if low is None else f"{low:.2f} to {high:.2f}", str(units))  # fmt: skip
+        t.add_row(
+            rubric,
+            f"lane {lane}" if lane else "claim verdicts",
+            shown,
+            "" if low is None else f"{low:.2f} to {high:.2f}",
+            str(units),
+        )
     console.print(t)
     t = Table(title="judge drift alerts (hour windows of the night)", title_justify="left")
     for col in ("judge", "statistic", "window", "value (n)", "baseline", "z"):
@@ -270,8 +305,14 @@ def _judge_quality(console: Console, conn: psycopg.Connection) -> None:
         "SELECT judge, statistic, lane, window_start, value, n, baseline_mean, baseline_sd, z FROM judge_alerts "
         "ORDER BY window_start, judge, statistic, lane"
     ):
-        t.add_row(judge, stat + (f" {lane}" if lane else ""), start.strftime("%m-%d %H:%M"), f"{value:.3f} ({n})",
-                  f"{base:.3f}±{sd:.3f}", f"{z:+.1f}")  # fmt: skip
+        t.add_row(
+            judge,
+            stat + (f" {lane}" if lane else ""),
+            start.strftime("%m-%d %H:%M"),
+            f"{value:.3f} ({n})",
+            f"{base:.3f}±{sd:.3f}",
+            f"{z:+.1f}",
+        )
     console.print(t)
     for rubric, _name, _reviewed in reviewed_rubrics(conn):
         print_calibration(compute(conn, rubric), console, bins=False)
@@ -290,7 +331,7 @@ def _summary(console: Console, conn: psycopg.Connection, c: dict[str, int], pub:
     console.print(t)
     runs = conn.execute("""SELECT count(*) FILTER (WHERE status = 'final'), count(*) FILTER (WHERE has_contradictions),
                                   count(*) FILTER (WHERE notice IS NOT NULL)
-                           FROM evaluation_reconciled_scores""").fetchone()  # fmt: skip
+                           FROM evaluation_reconciled_scores""").fetchone()
     t = Table(title="evaluation runs", title_justify="left")
     for col in ("reconciled (final)", "with contradictions", "with a judge unavailable"):
         t.add_column(col, justify="right")
@@ -321,8 +362,9 @@ def _summary(console: Console, conn: psycopg.Connection, c: dict[str, int], pub:
 
 def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "judgeflow.cli", *args], env=env, stdout=out,
-                                stderr=subprocess.STDOUT)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "judgeflow.cli", *args], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
 
 
 def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
@@ -354,10 +396,12 @@ def kept_lines(database_url: str, schema: str, started_here: bool, command: str,
     """What to print when the demo's read models outlive it: where they are, the dashboard
     command that shows them and, for services the demo started, how to stop them."""
     env = f"DATABASE_URL={shlex.quote(database_url)}"
-    lines = [f"read models kept in schema {schema}",
-             f"dashboard: {env} {command} dashboard --schema {schema}",
-             f"report:    {env} {command} report --schema {schema} --html report.html",
-             f"calibrate: {env} {command} calibrate --rubric none --schema {schema}"]  # fmt: skip
+    lines = [
+        f"read models kept in schema {schema}",
+        f"dashboard: {env} {command} dashboard --schema {schema}",
+        f"report:    {env} {command} report --schema {schema} --html report.html",
+        f"calibrate: {env} {command} calibrate --rubric none --schema {schema}",
+    ]
     if started_here:
         state = f"JUDGEFLOW_STATE_DIR={shlex.quote(state_dir)} " if state_dir else ""
         lines.append(f"stop:      {state}{command} services down   # the services the demo started run until then")
@@ -376,8 +420,14 @@ def _services(work: Path, keep: bool) -> Iterator[tuple[RunningServices, bool]]:
         yield services, not configured
 
 
-def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float = 300.0,
-             judge_timeout: float = 15.0, keep: bool = False) -> int:  # fmt: skip
+def run_demo(
+    runs: int = 30,
+    claims: int = 1000,
+    seed: int = 7,
+    timeout: float = 300.0,
+    judge_timeout: float = 15.0,
+    keep: bool = False,
+) -> int:
     console = Console()
     t0 = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="judgeflow-demo-"))
@@ -398,10 +448,15 @@ def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float =
             bootstrap = services.kafka_bootstrap_servers
             asyncio.run(ensure_topics(bootstrap, names, partitions=4, replication=1))
             migrate(services.database_url, schema)
-            env = {**os.environ, **services.env(), "JUDGEFLOW_TOPIC_PREFIX": prefix,
-                   "JUDGEFLOW_APP_ID": f"judgeflow-{prefix.rstrip('.')}", "JUDGEFLOW_TIMER_INTERVAL": "0.5",
-                   "JUDGEFLOW_DATA_DIR": str(work / "worker"),
-                   "JUDGEFLOW_DRIFT_FLUSH_SECONDS": "1"}  # fmt: skip
+            env = {
+                **os.environ,
+                **services.env(),
+                "JUDGEFLOW_TOPIC_PREFIX": prefix,
+                "JUDGEFLOW_APP_ID": f"judgeflow-{prefix.rstrip('.')}",
+                "JUDGEFLOW_TIMER_INTERVAL": "0.5",
+                "JUDGEFLOW_DATA_DIR": str(work / "worker"),
+                "JUDGEFLOW_DRIFT_FLUSH_SECONDS": "1",
+            }
             processes.append(_spawn(["worker", "--loglevel", "warn"], env, work / "worker.log"))
             processes.append(_spawn(["projector", "--schema", schema], env, work / "projector.log"))
             first, pub = run_records(names, runs, seed, judge_timeout)
@@ -411,22 +466,26 @@ def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float =
                 asyncio.run(_follow_up(bootstrap, names, claims, seed, progress, pub, timeout))
                 task = progress.add_task("waiting for Postgres", total=1.0)
                 deadline = time.monotonic() + timeout
-                with psycopg.connect(services.database_url, autocommit=True,
-                                     options=f"-c search_path={schema}") as conn:  # fmt: skip
+                with psycopg.connect(
+                    services.database_url, autocommit=True, options=f"-c search_path={schema}"
+                ) as conn:
                     counts = _counts(conn)
                     while not _accounted(counts, pub, claims) and time.monotonic() < deadline:
                         if any(p.poll() is not None for p in processes):
                             break
                         time.sleep(0.5)
                         counts = _counts(conn)
-                        progress.update(task, completed=min(1.0, (counts["checks"] + counts["outputs"])
-                                                            / max(1, pub.checks + pub.outputs)))  # fmt: skip
+                        progress.update(
+                            task,
+                            completed=min(
+                                1.0, (counts["checks"] + counts["outputs"]) / max(1, pub.checks + pub.outputs)
+                            ),
+                        )
                     ok = _accounted(counts, pub, claims)
                     progress.update(task, completed=1.0 if ok else None)
                     if ok and claims >= DRIFT_CLAIMS:
                         _wait_for_drift_alert(conn, min(60.0, max(1.0, deadline - time.monotonic())))
-            with psycopg.connect(services.database_url, autocommit=True,
-                                 options=f"-c search_path={schema}") as conn:  # fmt: skip
+            with psycopg.connect(services.database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
                 _summary(console, conn, counts, pub)
                 report = Path(os.environ.get("JUDGEFLOW_STATE_DIR", ".judgeflow")) / "demo-report.html"
                 report.parent.mkdir(parents=True, exist_ok=True)
@@ -434,8 +493,13 @@ def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float =
                 print(f"HTML report: {report.resolve()}", flush=True)  # one line, never wrapped
             _stop(processes)
             if keep or not started_here or os.environ.get("DATABASE_URL"):
-                kept = kept_lines(services.database_url, schema, keep and started_here, judgeflow_command(),
-                                  os.environ.get("JUDGEFLOW_STATE_DIR"))  # fmt: skip
+                kept = kept_lines(
+                    services.database_url,
+                    schema,
+                    keep and started_here,
+                    judgeflow_command(),
+                    os.environ.get("JUDGEFLOW_STATE_DIR"),
+                )
     except KeyboardInterrupt:
         console.print(
             "interrupted: stopping the worker and the projector"
@@ -449,8 +513,11 @@ def run_demo(runs: int = 30, claims: int = 1000, seed: int = 7, timeout: float =
     for line in kept:
         print(line, flush=True)  # plain lines, never wrapped: they are commands to copy
     if not kept:
-        print(f"the demo's services and data are deleted; `{judgeflow_command()} demo --keep` (make demo KEEP=1) "
-              "keeps them and prints the dashboard command", flush=True)  # fmt: skip
+        print(
+            f"the demo's services and data are deleted; `{judgeflow_command()} demo --keep` (make demo KEEP=1) "
+            "keeps them and prints the dashboard command",
+            flush=True,
+        )
     if ok:
         console.print(f"every published event is accounted for in Postgres; {elapsed:.1f}s end to end")
         return 0

@@ -24,8 +24,15 @@ def examples() -> dict[str, dict[str, Any]]:
     claim_id = workload.stable_id("example", "claim")
     rng = random.Random(16)
     run = workload.evaluation_run(run_id, rubric_id=rubric_id)
-    output = workload.judge_output(rng, run_id, workload.JUDGE_MODELS[0], submission_id=run["submission_id"],
-                                   rubric_id=rubric_id, with_adjustment=True, with_flag=True)  # fmt: skip
+    output = workload.judge_output(
+        rng,
+        run_id,
+        workload.JUDGE_MODELS[0],
+        submission_id=run["submission_id"],
+        rubric_id=rubric_id,
+        with_adjustment=True,
+        with_flag=True,
+    )
     check = workload.claim_check(rng, claim_id, verdict="pass", score=0.92, confidence=0.99)
     review = {
         "schema_version": "1.0",

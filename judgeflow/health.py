@@ -44,8 +44,9 @@ class HealthServer:
     GET /metrics: the Prometheus text of `registry`. Anything else: 404; another method: 405.
     """
 
-    def __init__(self, status: StatusProvider, *, host: str = "127.0.0.1", port: int = 0,
-                 registry: CollectorRegistry = REGISTRY):  # fmt: skip
+    def __init__(
+        self, status: StatusProvider, *, host: str = "127.0.0.1", port: int = 0, registry: CollectorRegistry = REGISTRY
+    ):
         self.status = status
         self.host = host
         self.port = port

@@ -28,8 +28,9 @@ from streams.metrics import (  # noqa: F401, E402
     WATCHDOG_RECOVERIES,
 )
 
-PROJECTION_LAG = Gauge("judgeflow_projection_lag", "Projector lag (records behind), by partition",
-                       ["topic", "partition"])  # fmt: skip
+PROJECTION_LAG = Gauge(
+    "judgeflow_projection_lag", "Projector lag (records behind), by partition", ["topic", "partition"]
+)
 PROJECTED_ROWS = Counter("judgeflow_projected_rows_total", "Rows written by the projector")
 PROJECTED_BATCHES = Counter("judgeflow_projected_batches_total", "Batches committed by the projector")
 PROJECTION_REJECTS = Counter(

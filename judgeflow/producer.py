@@ -68,9 +68,12 @@ class JudgeflowProducer:
 
         self.names = TopicNames.with_prefix(topic_prefix)
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap_servers, enable_idempotence=True, acks="all",
-            max_request_size=MAX_PAYLOAD_BYTES + 64 * 1024, **client,
-        )  # fmt: skip
+            bootstrap_servers=bootstrap_servers,
+            enable_idempotence=True,
+            acks="all",
+            max_request_size=MAX_PAYLOAD_BYTES + 64 * 1024,
+            **client,
+        )
 
     async def __aenter__(self) -> JudgeflowProducer:
         await self._producer.start()

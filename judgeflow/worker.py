@@ -26,9 +26,11 @@ def _credentials(settings: Settings) -> Any:
     ssl_context = sec.aiokafka_kwargs().get("ssl_context")
     if sec.sasl_mechanism:
         return faust.SASLCredentials(
-            username=sec.sasl_username, password=sec.sasl_password,
-            mechanism=sec.sasl_mechanism, ssl_context=ssl_context,
-        )  # fmt: skip
+            username=sec.sasl_username,
+            password=sec.sasl_password,
+            mechanism=sec.sasl_mechanism,
+            ssl_context=ssl_context,
+        )
     return faust.SSLCredentials(ssl_context)
 
 

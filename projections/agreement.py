@@ -156,8 +156,9 @@ def _cached_weights(units: int, resamples: int, seed: int) -> tuple[NDArray[np.f
     return tuple(_weights(units, resamples, seed))
 
 
-def bootstrap(stats: Stats, statistic: str, *, resamples: int = DEFAULT_RESAMPLES,
-              seed: int = DEFAULT_SEED) -> tuple[float | None, float | None]:  # fmt: skip
+def bootstrap(
+    stats: Stats, statistic: str, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> tuple[float | None, float | None]:
     """Percentile interval (95%) of `statistic` over `resamples` resamples of the units (rows of `stats`).
 
     Resamples where the statistic is undefined are left out; (None, None) when none is defined or
@@ -179,8 +180,9 @@ def bootstrap(stats: Stats, statistic: str, *, resamples: int = DEFAULT_RESAMPLE
     return float(low), float(high)
 
 
-def summarize(stats: Stats, statistic: str, *, resamples: int = DEFAULT_RESAMPLES,
-              seed: int = DEFAULT_SEED) -> Agreement:  # fmt: skip
+def summarize(
+    stats: Stats, statistic: str, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> Agreement:
     """The figure and its interval from per-unit statistics (rows of pairable units)."""
     units = stats.shape[0]
     if units == 0:
@@ -227,8 +229,9 @@ def judges_of(units: Units) -> list[str]:
 
 def value_matrix(units: Units, judges: Sequence[str]) -> NDArray[np.float64]:
     """units x judges, NaN where a judge did not code a unit."""
-    return np.array([[float(by[j]) if j in by else np.nan for j in judges] for by in units.values()],
-                    dtype=np.float64).reshape(len(units), len(judges))  # fmt: skip
+    return np.array(
+        [[float(by[j]) if j in by else np.nan for j in judges] for by in units.values()], dtype=np.float64
+    ).reshape(len(units), len(judges))
 
 
 def code_matrix(units: Units, judges: Sequence[str], categories: Sequence[Hashable]) -> NDArray[np.int64]:
@@ -241,22 +244,36 @@ def code_matrix(units: Units, judges: Sequence[str], categories: Sequence[Hashab
     return np.array(rows, dtype=np.int64).reshape(len(units), len(judges))
 
 
-def alpha_interval(units: Units, judges: Sequence[str] | None = None, *, resamples: int = DEFAULT_RESAMPLES,
-                   seed: int = DEFAULT_SEED) -> Agreement:  # fmt: skip
+def alpha_interval(
+    units: Units, judges: Sequence[str] | None = None, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> Agreement:
     """Interval alpha over `judges` (default every judge) with units their per-unit values."""
     matrix = value_matrix(units, judges_of(units) if judges is None else judges)
     return summarize(interval_stats(matrix), "alpha_interval", resamples=resamples, seed=seed)
 
 
-def alpha_nominal(units: Units, categories: Sequence[Hashable], judges: Sequence[str] | None = None, *,
-                  resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Agreement:  # fmt: skip
+def alpha_nominal(
+    units: Units,
+    categories: Sequence[Hashable],
+    judges: Sequence[str] | None = None,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Agreement:
     """Nominal alpha over `judges` (default every judge) on labels from `categories`."""
     codes = code_matrix(units, judges_of(units) if judges is None else judges, categories)
     return summarize(nominal_stats(codes, len(categories)), "alpha_nominal", resamples=resamples, seed=seed)
 
 
-def cohen_kappa(units: Units, categories: Sequence[Hashable], a: str, b: str, *, resamples: int = DEFAULT_RESAMPLES,
-                seed: int = DEFAULT_SEED) -> Agreement:  # fmt: skip
+def cohen_kappa(
+    units: Units,
+    categories: Sequence[Hashable],
+    a: str,
+    b: str,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Agreement:
     """Cohen's kappa of judges `a` (rows) and `b` (columns) on the units both labelled."""
     codes = code_matrix(units, [a, b], categories)
     return summarize(kappa_stats(codes[:, 0], codes[:, 1], len(categories)), "kappa", resamples=resamples, seed=seed)
@@ -268,8 +285,9 @@ def _pairs(coded: NDArray[np.bool_], judges: Sequence[str]) -> list[tuple[int, i
     return [(i, j) for i in range(len(judges)) for j in range(i + 1, len(judges)) if together[i, j] > 0]
 
 
-def interval_figures(units: Units, *, resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = DEFAULT_SEED) -> dict[tuple[str, str], Agreement]:  # fmt: skip
+def interval_figures(
+    units: Units, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> dict[tuple[str, str], Agreement]:
     """Interval alpha over all judges ((ALL_JUDGES, ALL_JUDGES)) and per judge pair that shares a unit."""
     judges = judges_of(units)
     matrix = value_matrix(units, judges)
@@ -280,8 +298,9 @@ def interval_figures(units: Units, *, resamples: int = DEFAULT_RESAMPLES,
     return out
 
 
-def nominal_figures(units: Units, categories: Sequence[Hashable], *, resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED) -> dict[tuple[str, str], list[Agreement]]:  # fmt: skip
+def nominal_figures(
+    units: Units, categories: Sequence[Hashable], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> dict[tuple[str, str], list[Agreement]]:
     """Nominal alpha over all judges; per judge pair nominal alpha and Cohen's kappa."""
     judges = judges_of(units)
     codes = code_matrix(units, judges, categories)
@@ -289,6 +308,8 @@ def nominal_figures(units: Units, categories: Sequence[Hashable], *, resamples: 
     kw = {"resamples": resamples, "seed": seed}
     out = {(ALL_JUDGES, ALL_JUDGES): [summarize(nominal_stats(codes, k), "alpha_nominal", **kw)]}
     for i, j in _pairs(codes >= 0, judges):
-        out[(judges[i], judges[j])] = [summarize(nominal_stats(codes[:, [i, j]], k), "alpha_nominal", **kw),
-                                       summarize(kappa_stats(codes[:, i], codes[:, j], k), "kappa", **kw)]  # fmt: skip
+        out[(judges[i], judges[j])] = [
+            summarize(nominal_stats(codes[:, [i, j]], k), "alpha_nominal", **kw),
+            summarize(kappa_stats(codes[:, i], codes[:, j], k), "kappa", **kw),
+        ]
     return out

@@ -109,37 +109,69 @@ def claim_figures(values: list[tuple[str, str, str]], *, resamples: int, seed: i
     return [("", a, b, fig) for (a, b), figs in figures.items() for fig in figs]
 
 
-def refresh_one(conn: psycopg.Connection, kind: str, rubric_key: str, rubric: str | None, *,
-                resamples: int, seed: int) -> bool:  # fmt: skip
+def refresh_one(
+    conn: psycopg.Connection, kind: str, rubric_key: str, rubric: str | None, *, resamples: int, seed: int
+) -> bool:
     """Recompute one marked rubric's figures in one transaction; False when another projector is refreshing it
     or it is no longer marked."""
     with conn.transaction(), conn.cursor() as cur:
-        locked = cur.execute("SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || '/agreement'), "
-                             "hashtext(%s || '/' || %s))", [kind, rubric_key]).fetchone()  # fmt: skip
+        locked = cur.execute(
+            "SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || '/agreement'), hashtext(%s || '/' || %s))",
+            [kind, rubric_key],
+        ).fetchone()
         if not locked or not locked[0]:
             return False
-        mark = cur.execute("SELECT version FROM judge_agreement_pending WHERE kind = %s AND rubric_key = %s",
-                           [kind, rubric_key]).fetchone()  # fmt: skip
+        mark = cur.execute(
+            "SELECT version FROM judge_agreement_pending WHERE kind = %s AND rubric_key = %s", [kind, rubric_key]
+        ).fetchone()
         if mark is None:
             return False
         if kind == LANES:
-            figures = lane_figures(cur.execute(LANE_VALUES, {"rubric": rubric}).fetchall(), resamples=resamples,
-                                   seed=seed)  # fmt: skip
+            figures = lane_figures(
+                cur.execute(LANE_VALUES, {"rubric": rubric}).fetchall(), resamples=resamples, seed=seed
+            )
         else:
-            figures = claim_figures(cur.execute(CLAIM_VALUES, {"rubric": rubric}).fetchall(), resamples=resamples,
-                                    seed=seed)  # fmt: skip
+            figures = claim_figures(
+                cur.execute(CLAIM_VALUES, {"rubric": rubric}).fetchall(), resamples=resamples, seed=seed
+            )
         cur.execute("DELETE FROM judge_agreement WHERE kind = %s AND rubric_key = %s", [kind, rubric_key])
         if figures:
-            cur.executemany(WRITE, [(kind, rubric_key, rubric, lane, a, b, f.statistic, f.value, f.ci_low,
-                                     f.ci_high, f.units, f.pairable_values, f.resamples)
-                                    for lane, a, b, f in figures])  # fmt: skip
-        cur.execute("DELETE FROM judge_agreement_pending WHERE kind = %s AND rubric_key = %s AND version = %s",
-                    [kind, rubric_key, mark[0]])  # fmt: skip
+            cur.executemany(
+                WRITE,
+                [
+                    (
+                        kind,
+                        rubric_key,
+                        rubric,
+                        lane,
+                        a,
+                        b,
+                        f.statistic,
+                        f.value,
+                        f.ci_low,
+                        f.ci_high,
+                        f.units,
+                        f.pairable_values,
+                        f.resamples,
+                    )
+                    for lane, a, b, f in figures
+                ],
+            )
+        cur.execute(
+            "DELETE FROM judge_agreement_pending WHERE kind = %s AND rubric_key = %s AND version = %s",
+            [kind, rubric_key, mark[0]],
+        )
     return True
 
 
-def refresh(conn: psycopg.Connection, *, throttle_seconds: float = DEFAULT_REFRESH_SECONDS, force: bool = False,
-            resamples: int = agreement.DEFAULT_RESAMPLES, seed: int = agreement.DEFAULT_SEED) -> int:  # fmt: skip
+def refresh(
+    conn: psycopg.Connection,
+    *,
+    throttle_seconds: float = DEFAULT_REFRESH_SECONDS,
+    force: bool = False,
+    resamples: int = agreement.DEFAULT_RESAMPLES,
+    seed: int = agreement.DEFAULT_SEED,
+) -> int:
     """Refresh every marked rubric not refreshed within `throttle_seconds` (every one with `force`); return how
     many this call refreshed. `conn` is in autocommit mode: each rubric is its own transaction."""
     due: list[tuple[Any, ...]] = conn.execute(DUE, [force, float(throttle_seconds)]).fetchall()

@@ -92,8 +92,20 @@ def kappa_by_judge(conn: psycopg.Connection) -> list[tuple[str, int, float | Non
 
 def agreement(conn: psycopg.Connection, limit: int = 500) -> list[dict[str, Any]]:
     """The `judge_agreement_by_rubric` rows: per rubric, lane and judge pair (and all judges)."""
-    keys = ("rubric_version_id", "rubric", "kind", "lane_key", "judges", "statistic", "value", "ci_low", "ci_high",
-            "units", "pairable_values", "refreshed_at")  # fmt: skip
+    keys = (
+        "rubric_version_id",
+        "rubric",
+        "kind",
+        "lane_key",
+        "judges",
+        "statistic",
+        "value",
+        "ci_low",
+        "ci_high",
+        "units",
+        "pairable_values",
+        "refreshed_at",
+    )
     return [dict(zip(keys, row, strict=True)) for row in conn.execute(AGREEMENT_QUERY, [limit]).fetchall()]
 
 
@@ -107,9 +119,17 @@ def interval_text(low: float | None, high: float | None) -> str:
 
 def agreement_cells(row: dict[str, Any]) -> tuple[str, ...]:
     """One agreement row as the text the report and the dashboard show (in `AGREEMENT_COLUMNS` order)."""
-    return (row["rubric"], row["kind"].replace("_", " "), row["lane_key"] or "—", row["judges"],
-            row["statistic"].replace("_", " "), figure_text(row["value"]), interval_text(row["ci_low"], row["ci_high"]),
-            str(row["units"]), str(row["pairable_values"]))  # fmt: skip
+    return (
+        row["rubric"],
+        row["kind"].replace("_", " "),
+        row["lane_key"] or "—",
+        row["judges"],
+        row["statistic"].replace("_", " "),
+        figure_text(row["value"]),
+        interval_text(row["ci_low"], row["ci_high"]),
+        str(row["units"]),
+        str(row["pairable_values"]),
+    )
 
 
 def report(conn: psycopg.Connection) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:

@@ -143,8 +143,11 @@ class Targets:
     def excess(self, r: Replay) -> float:
         """How far `r` is from meeting every target (0: meets them all). An undefined overturn rate meets its
         target: no reviewed claim would have gone to done unreviewed."""
-        return (max(0.0, r.human_share - self.max_human_share) + max(0.0, (r.overturn_rate or 0.0) - self.max_overturn)
-                + max(0.0, r.second_share - self.max_second_share))  # fmt: skip
+        return (
+            max(0.0, r.human_share - self.max_human_share)
+            + max(0.0, (r.overturn_rate or 0.0) - self.max_overturn)
+            + max(0.0, r.second_share - self.max_second_share)
+        )
 
 
 @dataclass(frozen=True)
@@ -178,9 +181,16 @@ def reliability_bins(points: Iterable[tuple[float, bool]], bins: int = DEFAULT_B
         counts[i] += 1
         conf_sums[i] += confidence
         hits[i] += bool(correct)
-    return [Bin(lower=i / bins, upper=(i + 1) / bins, count=counts[i],
-                mean_confidence=conf_sums[i] / counts[i] if counts[i] else None,
-                accuracy=hits[i] / counts[i] if counts[i] else None) for i in range(bins)]  # fmt: skip
+    return [
+        Bin(
+            lower=i / bins,
+            upper=(i + 1) / bins,
+            count=counts[i],
+            mean_confidence=conf_sums[i] / counts[i] if counts[i] else None,
+            accuracy=hits[i] / counts[i] if counts[i] else None,
+        )
+        for i in range(bins)
+    ]
 
 
 def expected_calibration_error(bins: Sequence[Bin]) -> float | None:
@@ -201,9 +211,16 @@ def judge_reliability(verdicts: Iterable[JudgeVerdict], bins: int = DEFAULT_BINS
     out = []
     for judge, vs in sorted(by_judge.items()):
         table = reliability_bins(((v.confidence, v.agrees) for v in vs), bins)
-        out.append(JudgeReliability(judge_id=judge, count=len(vs), accuracy=sum(v.agrees for v in vs) / len(vs),
-                                    mean_confidence=sum(v.confidence for v in vs) / len(vs),
-                                    ece=expected_calibration_error(table) or 0.0, bins=table))  # fmt: skip
+        out.append(
+            JudgeReliability(
+                judge_id=judge,
+                count=len(vs),
+                accuracy=sum(v.agrees for v in vs) / len(vs),
+                mean_confidence=sum(v.confidence for v in vs) / len(vs),
+                ece=expected_calibration_error(table) or 0.0,
+                bins=table,
+            )
+        )
     return out
 
 
@@ -217,11 +234,16 @@ def overturns_by_reason(claims: Iterable[RoutedClaim]) -> list[ReasonOverturn]:
     rows = []
     for (reason, to), cs in groups.items():
         decided = [c for c in cs if (c.final_verdict or c.verdict) in DECIDED]
-        rows.append(ReasonOverturn(
-            reason=reason, route=to, reviewed=len(cs), decided=len(decided),
-            overturned=sum(c.human != (c.final_verdict or c.verdict) for c in decided),
-            resolved=sum(c.human in DECIDED for c in cs if (c.final_verdict or c.verdict) not in DECIDED),
-        ))  # fmt: skip
+        rows.append(
+            ReasonOverturn(
+                reason=reason,
+                route=to,
+                reviewed=len(cs),
+                decided=len(decided),
+                overturned=sum(c.human != (c.final_verdict or c.verdict) for c in decided),
+                resolved=sum(c.human in DECIDED for c in cs if (c.final_verdict or c.verdict) not in DECIDED),
+            )
+        )
     return sorted(rows, key=lambda r: (-r.reviewed, r.reason, r.route))
 
 
@@ -239,8 +261,15 @@ def replay(claims: Sequence[RoutedClaim], policy: RoutingPolicy) -> Replay:
             if c.human is not None:
                 reviewed_done += 1
                 overturned_done += c.human != c.verdict
-    return Replay(policy=policy, claims=len(claims), human=human, second_judge=second, done=done,
-                  reviewed_done=reviewed_done, overturned_done=overturned_done)  # fmt: skip
+    return Replay(
+        policy=policy,
+        claims=len(claims),
+        human=human,
+        second_judge=second,
+        done=done,
+        reviewed_done=reviewed_done,
+        overturned_done=overturned_done,
+    )
 
 
 def _axis(current: float, step: float, scale: ScoreRange) -> list[float]:
@@ -265,8 +294,12 @@ class Grid:
         if not 0 < step <= 1:
             raise ValueError("step must be in (0, 1]")
         scale = scale or ScoreRange()
-        return cls(passes=_axis(current.pass_score, step, scale), floors=_axis(current.floor, step, scale),
-                   borders=_axis(current.border, step, scale), spot_sample_rate=current.spot_sample_rate)  # fmt: skip
+        return cls(
+            passes=_axis(current.pass_score, step, scale),
+            floors=_axis(current.floor, step, scale),
+            borders=_axis(current.border, step, scale),
+            spot_sample_rate=current.spot_sample_rate,
+        )
 
     def policy(self, pass_score: float, floor: float, border: float) -> RoutingPolicy:
         return RoutingPolicy(pass_score=pass_score, floor=floor, border=border, spot_sample_rate=self.spot_sample_rate)
@@ -351,8 +384,17 @@ def replay_grid(claims: Sequence[RoutedClaim], grid: Grid) -> list[Replay]:
                 at = i * sf + j * sb + k
                 policy = policies.get((p, f, b)) or grid.policy(p, f, b)
                 h, s, d, rd, od = (counter[at] for counter in diff)
-                out.append(Replay(policy=policy, claims=len(claims), human=h, second_judge=s, done=d,
-                                  reviewed_done=rd, overturned_done=od))  # fmt: skip
+                out.append(
+                    Replay(
+                        policy=policy,
+                        claims=len(claims),
+                        human=h,
+                        second_judge=s,
+                        done=d,
+                        reviewed_done=rd,
+                        overturned_done=od,
+                    )
+                )
     return out
 
 
@@ -360,8 +402,13 @@ def _distance(a: RoutingPolicy, b: RoutingPolicy) -> float:
     return abs(a.pass_score - b.pass_score) + abs(a.floor - b.floor) + abs(a.border - b.border)
 
 
-def suggest_thresholds(claims: Sequence[RoutedClaim], current: RoutingPolicy, targets: Targets | None = None,
-                       step: float = DEFAULT_STEP, scale: ScoreRange | None = None) -> Suggestion | None:  # fmt: skip
+def suggest_thresholds(
+    claims: Sequence[RoutedClaim],
+    current: RoutingPolicy,
+    targets: Targets | None = None,
+    step: float = DEFAULT_STEP,
+    scale: ScoreRange | None = None,
+) -> Suggestion | None:
     """Replay every candidate policy; among those meeting every target pick the lowest human share (then the
     lowest overturn rate, the lowest second-judge share, the one closest to the current thresholds). If none
     meets them all, the one with the smallest total excess over the targets, by the same tie-breaks. The
@@ -372,27 +419,54 @@ def suggest_thresholds(claims: Sequence[RoutedClaim], current: RoutingPolicy, ta
         return None
     targets = targets or Targets()
     replays = replay_grid(claims, Grid.around(current, step, scale))
-    best = min(replays, key=lambda r: (targets.excess(r), r.human_share, r.overturn_rate or 0.0, r.second_share,
-                                       _distance(r.policy, current),
-                                       (r.policy.pass_score, r.policy.floor, r.policy.border)))  # fmt: skip
+    best = min(
+        replays,
+        key=lambda r: (
+            targets.excess(r),
+            r.human_share,
+            r.overturn_rate or 0.0,
+            r.second_share,
+            _distance(r.policy, current),
+            (r.policy.pass_score, r.policy.floor, r.policy.border),
+        ),
+    )
     best = replay(claims, best.policy)
-    return Suggestion(current=replay(claims, current), best=best, meets_targets=targets.excess(best) == 0.0,
-                      candidates=len(replays), targets=targets)  # fmt: skip
+    return Suggestion(
+        current=replay(claims, current),
+        best=best,
+        meets_targets=targets.excess(best) == 0.0,
+        candidates=len(replays),
+        targets=targets,
+    )
 
 
-def calibrate(rubric: str, rubric_name: str | None, policy: RoutingPolicy, verdicts: Sequence[JudgeVerdict],
-              claims: Sequence[RoutedClaim], *, bins: int = DEFAULT_BINS, targets: Targets | None = None,
-              step: float = DEFAULT_STEP, scale: ScoreRange | None = None) -> Calibration:  # fmt: skip
+def calibrate(
+    rubric: str,
+    rubric_name: str | None,
+    policy: RoutingPolicy,
+    verdicts: Sequence[JudgeVerdict],
+    claims: Sequence[RoutedClaim],
+    *,
+    bins: int = DEFAULT_BINS,
+    targets: Targets | None = None,
+    step: float = DEFAULT_STEP,
+    scale: ScoreRange | None = None,
+) -> Calibration:
     """Every figure for one rubric."""
     reviewed = sum(c.human is not None for c in claims)
     notes = []
     if rubric_name is None and rubric != NO_RUBRIC:
         notes.append("the rubric itself is not in the read models: its routing policy is taken as the default")
     return Calibration(
-        rubric=rubric, rubric_name=rubric_name, policy=policy, reviewed_claims=reviewed,
-        judges=judge_reliability(verdicts, bins), overturns=overturns_by_reason(claims),
-        suggestion=suggest_thresholds(claims, policy, targets, step, scale) if reviewed else None, notes=notes,
-    )  # fmt: skip
+        rubric=rubric,
+        rubric_name=rubric_name,
+        policy=policy,
+        reviewed_claims=reviewed,
+        judges=judge_reliability(verdicts, bins),
+        overturns=overturns_by_reason(claims),
+        suggestion=suggest_thresholds(claims, policy, targets, step, scale) if reviewed else None,
+        notes=notes,
+    )
 
 
 def parse_rubric_arg(value: str) -> str | None:
@@ -436,9 +510,21 @@ def load(conn: psycopg.Connection, rubric: str | None) -> Loaded:
     """The rows of one rubric (None: checks without one) and its routing policy (the default for none)."""
     params: dict[str, Any] = {"rubric": rubric}
     verdicts = [JudgeVerdict(j, v, float(conf), h) for j, v, conf, h in conn.execute(VERDICTS_QUERY, params)]
-    claims = [RoutedClaim(claim_id=cid, verdict=v, score=None if s is None else float(s), confidence=float(conf),
-                          route=rt, reason=why, final_verdict=fv, final_route=fr, final_reason=fw, human=h)
-              for cid, v, s, conf, rt, why, fv, fr, fw, h in conn.execute(CLAIMS_QUERY, params)]  # fmt: skip
+    claims = [
+        RoutedClaim(
+            claim_id=cid,
+            verdict=v,
+            score=None if s is None else float(s),
+            confidence=float(conf),
+            route=rt,
+            reason=why,
+            final_verdict=fv,
+            final_route=fr,
+            final_reason=fw,
+            human=h,
+        )
+        for cid, v, s, conf, rt, why, fv, fr, fw, h in conn.execute(CLAIMS_QUERY, params)
+    ]
     name, policy, scale = None, RoutingPolicy(), ScoreRange()
     if rubric is not None:
         row = conn.execute("SELECT name, doc FROM rubrics WHERE id = %s::uuid", (rubric,)).fetchone()

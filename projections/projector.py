@@ -52,9 +52,21 @@ from streams.watchdog import TP, Action, ProgressWatchdog, WatchdogState, format
 log = logging.getLogger("judgeflow.projector")
 
 PROJECTED_ROLES = (
-    "rubrics", "runs", "judge_outputs", "checks", "reviews", "judge_outputs_valid", "checks_valid",
-    "invalid", "reconciled", "done", "second_judge", "human_review", "alerts", "judge_alerts",
-)  # fmt: skip
+    "rubrics",
+    "runs",
+    "judge_outputs",
+    "checks",
+    "reviews",
+    "judge_outputs_valid",
+    "checks_valid",
+    "invalid",
+    "reconciled",
+    "done",
+    "second_judge",
+    "human_review",
+    "alerts",
+    "judge_alerts",
+)
 
 DEFAULT_BATCH = 2000
 """Records per batch at most (`JUDGEFLOW_PROJECTOR_BATCH`)."""
@@ -238,8 +250,13 @@ class Projector:
     def _connect(self) -> psycopg.Connection:
         # No server-side prepared statements: a prepared plan keeps pointing at the
         # old tables after a rebuild renames schemas; a fresh parse follows the name.
-        return psycopg.connect(self.database_url, options=f"-c search_path={self.schema}", autocommit=True,
-                               prepare_threshold=None, connect_timeout=5)  # fmt: skip
+        return psycopg.connect(
+            self.database_url,
+            options=f"-c search_path={self.schema}",
+            autocommit=True,
+            prepare_threshold=None,
+            connect_timeout=5,
+        )
 
     async def _connection(self) -> psycopg.Connection:
         """The open connection, or a new one: retried with capped, jittered backoff while Postgres is
@@ -316,9 +333,13 @@ class Projector:
         try:
             if until_end is not None:
                 consumer = AIOKafkaConsumer(
-                    bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                    auto_offset_reset="earliest", max_poll_records=self.max_records, **self.client,
-                )  # fmt: skip
+                    bootstrap_servers=self.bootstrap,
+                    group_id=None,
+                    enable_auto_commit=False,
+                    auto_offset_reset="earliest",
+                    max_poll_records=self.max_records,
+                    **self.client,
+                )
                 await consumer.start()
                 try:
                     tps = [TopicPartition(t, p) for t, p in until_end]
@@ -352,8 +373,13 @@ class Projector:
         if self.ensure_partitions is None:
             return
         try:
-            ensuring = ensure_topics(self.bootstrap, self.names, partitions=self.ensure_partitions,
-                                     replication=self.ensure_replication, **self.client)  # fmt: skip
+            ensuring = ensure_topics(
+                self.bootstrap,
+                self.names,
+                partitions=self.ensure_partitions,
+                replication=self.ensure_replication,
+                **self.client,
+            )
             created = await asyncio.wait_for(ensuring, 60)
             if created:
                 log.info("created %d missing topic(s): %s", len(created), ", ".join(created))
@@ -384,10 +410,14 @@ class Projector:
         # A brisk metadata refresh: topics (or partitions) created after the start
         # are subscribed within seconds, not after aiokafka's default 5 minutes.
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=self.group_id, enable_auto_commit=False,
-            auto_offset_reset="earliest", max_poll_records=self.max_records,
-            metadata_max_age_ms=self.metadata_max_age_ms, **self.client,
-        )  # fmt: skip
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_records=self.max_records,
+            metadata_max_age_ms=self.metadata_max_age_ms,
+            **self.client,
+        )
         consumer.subscribe(self.topics, listener=Listener())
         return consumer
 
@@ -465,13 +495,18 @@ class Projector:
                     return
                 continue
             if state.action is Action.RECOVER:
-                log.error("projector stalled: %s; rebuilding its consumer (rejoining the group), giving up after %gs",
-                          state.reason, self.watchdog.recovery_seconds)  # fmt: skip
+                log.error(
+                    "projector stalled: %s; rebuilding its consumer (rejoining the group), giving up after %gs",
+                    state.reason,
+                    self.watchdog.recovery_seconds,
+                )
                 self._rebuild.set()
             elif state.action is Action.EXIT:
                 partitions = format_partitions(state.stalled) or "none assigned"
-                self._fatal = (f"still stalled {state.recovering_seconds:.0f}s after rebuilding the consumer: "
-                               f"{state.reason}; stalled partitions: {partitions}")  # fmt: skip
+                self._fatal = (
+                    f"still stalled {state.recovering_seconds:.0f}s after rebuilding the consumer: "
+                    f"{state.reason}; stalled partitions: {partitions}"
+                )
                 log.error("projector stalled: %s; exiting", self._fatal)
                 self._stop.set()
                 main.cancel()
@@ -502,8 +537,9 @@ class Projector:
             end = self._ends.get(key)
             if end is not None:
                 self.observer.partition_lag(key[0], key[1], max(0, end - positions[key]))
-        return self.watchdog.observe(positions, {tp: self._ends.get(tp) for tp in positions},
-                                     self._topic_partitions(consumer))  # fmt: skip
+        return self.watchdog.observe(
+            positions, {tp: self._ends.get(tp) for tp in positions}, self._topic_partitions(consumer)
+        )
 
     def _topic_partitions(self, consumer: Any) -> int:
         """Partitions the topics have, as far as this process has ever seen (a
@@ -528,8 +564,9 @@ class Projector:
         def take(batch: dict[Any, list[Any]]) -> None:
             records.extend(
                 Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers or ()), r.timestamp)
-                for part in batch.values() for r in part
-            )  # fmt: skip
+                for part in batch.values()
+                for r in part
+            )
 
         take(await consumer.getmany(timeout_ms=0, max_records=self.max_records))
         if records:
@@ -570,8 +607,12 @@ class Projector:
             if self._agreement_conn is None or self._agreement_conn.closed:
                 self._agreement_conn = await asyncio.to_thread(self._connect)
             done, seconds = await asyncio.to_thread(
-                agreement_store.timed_refresh, self._agreement_conn, throttle_seconds=self.agreement_seconds,
-                force=force, resamples=self.agreement_resamples)  # fmt: skip
+                agreement_store.timed_refresh,
+                self._agreement_conn,
+                throttle_seconds=self.agreement_seconds,
+                force=force,
+                resamples=self.agreement_resamples,
+            )
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             # Logged by the outage, quietly; the rubrics stay marked and are refreshed once Postgres answers.
             self.outage.failed(POSTGRES, self.postgres_target, f"judge agreement refresh failed: {exc}")
@@ -622,9 +663,15 @@ class Projector:
         self.stats.rejects += 1
         self.observer.record_rejected(record.topic, code)
         first = (error.strip().splitlines() or [""])[0]
-        log.error("set aside %s[%d]@%d as %s%s: %s (in projection_rejects; the records after it are projected)",
-                  record.topic, record.partition, record.offset, code, f" ({sqlstate})" if sqlstate else "",
-                  first)  # fmt: skip
+        log.error(
+            "set aside %s[%d]@%d as %s%s: %s (in projection_rejects; the records after it are projected)",
+            record.topic,
+            record.partition,
+            record.offset,
+            code,
+            f" ({sqlstate})" if sqlstate else "",
+            first,
+        )
 
     async def _write(self, consumer: Any, records: list[Record]) -> None:
         """Write `records` in one transaction; when Postgres refuses a row of them for its data, find the
@@ -661,8 +708,9 @@ class Projector:
             again = await self._commit(consumer, [record], rows)
             if again is None or again is _RETRY:
                 return
-        raise RuntimeError(f"Postgres refuses even the reject row of {record.topic}[{record.partition}]@"
-                           f"{record.offset}: {again}")  # fmt: skip
+        raise RuntimeError(
+            f"Postgres refuses even the reject row of {record.topic}[{record.partition}]@{record.offset}: {again}"
+        )
 
     async def _commit(self, consumer: Any, records: list[Record], rows: Rows) -> psycopg.Error | object | None:
         """One transaction of `rows` with the offsets after `records`: None once committed, the error when
@@ -678,8 +726,15 @@ class Projector:
         t0 = time.perf_counter()
         conn = await self._connection()
         try:
-            await asyncio.to_thread(write_batch, conn, self.consumer_name, rows, offsets,
-                                    self._before_commit if self._fault_at else None, self.stats.timings)  # fmt: skip
+            await asyncio.to_thread(
+                write_batch,
+                conn,
+                self.consumer_name,
+                rows,
+                offsets,
+                self._before_commit if self._fault_at else None,
+                self.stats.timings,
+            )
         except psycopg.Error as exc:
             if refused_by_data(exc):
                 return exc

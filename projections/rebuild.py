@@ -48,14 +48,21 @@ async def _offsets(bootstrap: str, topics: list[str], client: dict[str, Any]) ->
         end = await consumer.end_offsets(tps)
     finally:
         await consumer.stop()
-    return ({(tp.topic, tp.partition): o for tp, o in begin.items()},
-            {(tp.topic, tp.partition): o for tp, o in end.items()})  # fmt: skip
+    return (
+        {(tp.topic, tp.partition): o for tp, o in begin.items()},
+        {(tp.topic, tp.partition): o for tp, o in end.items()},
+    )
 
 
 def rebuild(
-    bootstrap: str, database_url: str, names: TopicNames, *, schema: str = DEFAULT_SCHEMA,
-    keep_old: bool = False, client: dict[str, Any] | None = None,
-) -> RebuildReport:  # fmt: skip
+    bootstrap: str,
+    database_url: str,
+    names: TopicNames,
+    *,
+    schema: str = DEFAULT_SCHEMA,
+    keep_old: bool = False,
+    client: dict[str, Any] | None = None,
+) -> RebuildReport:
     check_schema_name(schema)
     t0 = time.monotonic()
     stamp = time.strftime("%Y%m%d%H%M%S")
@@ -79,10 +86,12 @@ def rebuild(
         with conn.transaction():
             exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone()
             if exists:
-                conn.execute(sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(sql.Identifier(schema),
-                                                                           sql.Identifier(retired)))  # fmt: skip
+                conn.execute(
+                    sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(sql.Identifier(schema), sql.Identifier(retired))
+                )
             conn.execute(sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(sql.Identifier(fresh), sql.Identifier(schema)))
         if exists and not keep_old:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(retired)))
-    return RebuildReport(schema, fresh, retired if exists else None, stats.records, stats.rows,
-                         time.monotonic() - t0, raw, expected)  # fmt: skip
+    return RebuildReport(
+        schema, fresh, retired if exists else None, stats.records, stats.rows, time.monotonic() - t0, raw, expected
+    )

@@ -99,8 +99,15 @@ class Rows:
         return sum(len(rows) for rows in self.tables.values())
 
 
-OWNED = ("judge_lane_scores", "judge_dimension_scores", "judge_flags", "judge_integrity_adjustments",
-         "judge_evidence_refs", "judge_telemetry", "judge_output_warnings")  # fmt: skip
+OWNED = (
+    "judge_lane_scores",
+    "judge_dimension_scores",
+    "judge_flags",
+    "judge_integrity_adjustments",
+    "judge_evidence_refs",
+    "judge_telemetry",
+    "judge_output_warnings",
+)
 
 
 def _json_or_none(value: bytes | None) -> str | None:
@@ -137,9 +144,27 @@ def project(record: Record, names: TopicNames, roles: dict[str, str], rows: Rows
         _judge_output(record, rows, at)
     elif role == "checks_valid" and record.value is not None:
         c = ClaimCheck.model_validate_json(record.value)
-        rows.add("claim_checks", (c.claim_id, c.judge_id, c.source_id, c.verdict, c.score, c.confidence,
-                                  c.reason, c.passage_quote, c.passage, c.claim_text, c.rubric_version_id,
-                                  c.schema_version, c.checked_at, record.partition, record.offset, at))  # fmt: skip
+        rows.add(
+            "claim_checks",
+            (
+                c.claim_id,
+                c.judge_id,
+                c.source_id,
+                c.verdict,
+                c.score,
+                c.confidence,
+                c.reason,
+                c.passage_quote,
+                c.passage,
+                c.claim_text,
+                c.rubric_version_id,
+                c.schema_version,
+                c.checked_at,
+                record.partition,
+                record.offset,
+                at,
+            ),
+        )
         rows.claims.add(c.claim_id)
     elif role == "invalid" and record.value is not None:
         _invalid(InvalidEvent.model_validate_json(record.value), rows)
@@ -147,10 +172,27 @@ def project(record: Record, names: TopicNames, roles: dict[str, str], rows: Rows
         _revision(ReconciliationRevision.model_validate_json(record.value), rows, at)
     elif role in ("done", "second_judge", "human_review") and record.value is not None:
         d = RoutingDecision.model_validate_json(record.value)
-        rows.add("routing_decisions", (d.event_id, d.subject, d.claim_id, d.evaluation_run_id, d.route,
-                                       d.reason, d.verdict, d.score, d.confidence, d.judge_ids, d.input_ids,
-                                       d.policy.model_dump_json() if d.policy else None, d.aggregation_mode,
-                                       d.tie_rule, d.agreement, d.decided_at))  # fmt: skip
+        rows.add(
+            "routing_decisions",
+            (
+                d.event_id,
+                d.subject,
+                d.claim_id,
+                d.evaluation_run_id,
+                d.route,
+                d.reason,
+                d.verdict,
+                d.score,
+                d.confidence,
+                d.judge_ids,
+                d.input_ids,
+                d.policy.model_dump_json() if d.policy else None,
+                d.aggregation_mode,
+                d.tie_rule,
+                d.agreement,
+                d.decided_at,
+            ),
+        )
         if d.claim_id is not None:
             rows.claims.add(d.claim_id)
     elif role == "alerts" and record.value is not None:
@@ -162,8 +204,16 @@ def project(record: Record, names: TopicNames, roles: dict[str, str], rows: Rows
 def raw_event_row(record: Record) -> tuple[Any, ...]:
     """One `raw_events` row: the input record exactly as received."""
     headers = json.dumps([[k, base64.b64encode(v).decode()] for k, v in record.headers])
-    return (record.topic, record.partition, record.offset, record.key, headers, record.value,
-            _json_or_none(record.value), record.at)  # fmt: skip
+    return (
+        record.topic,
+        record.partition,
+        record.offset,
+        record.key,
+        headers,
+        record.value,
+        _json_or_none(record.value),
+        record.at,
+    )
 
 
 PROJECTION_REFUSED = "PROJECTION_REFUSED"
@@ -176,23 +226,70 @@ def reject_row(record: Record, code: str, error: str, sqlstate: str | None = Non
     """One `projection_rejects` row: where the record is, its bytes, and why it was set aside."""
     stage = "write" if code == PROJECTION_REFUSED else "decode"
     first_line = (error.strip().splitlines() or [""])[0][:1000] or type(error).__name__
-    return (record.topic, record.partition, record.offset, record.key, record.value, stage, code, sqlstate,
-            first_line, record.at)  # fmt: skip
+    return (
+        record.topic,
+        record.partition,
+        record.offset,
+        record.key,
+        record.value,
+        stage,
+        code,
+        sqlstate,
+        first_line,
+        record.at,
+    )
 
 
 def stale_alert_row(record: Record, a: StaleWorkAlert) -> tuple[Any, ...]:
     """One `stale_alerts` row: the alert as published, and where it was read (the first copy wins)."""
-    return (a.event_id, a.kind, a.subject, a.subject_id, a.waiting_for, a.rubric_version_id, a.held_events,
-            a.first_seen_at, a.deadline, a.reason, a.raised_at, a.schema_version, record.topic, record.partition,
-            record.offset, record.at)  # fmt: skip
+    return (
+        a.event_id,
+        a.kind,
+        a.subject,
+        a.subject_id,
+        a.waiting_for,
+        a.rubric_version_id,
+        a.held_events,
+        a.first_seen_at,
+        a.deadline,
+        a.reason,
+        a.raised_at,
+        a.schema_version,
+        record.topic,
+        record.partition,
+        record.offset,
+        record.at,
+    )
 
 
 def judge_alert_row(record: Record, a: JudgeDriftAlert) -> tuple[Any, ...]:
     """One `judge_alerts` row: the drift alert as published, and where it was read (the first copy wins)."""
-    return (a.event_id, a.judge, a.source, a.statistic, a.lane, a.window_seconds, a.window_start, a.window_end,
-            a.value, a.n, a.baseline_mean, a.baseline_sd, a.baseline_windows, a.baseline_n, a.z, a.z_threshold,
-            a.min_delta, a.direction, a.raised_at, a.schema_version, record.topic, record.partition, record.offset,
-            record.at)  # fmt: skip
+    return (
+        a.event_id,
+        a.judge,
+        a.source,
+        a.statistic,
+        a.lane,
+        a.window_seconds,
+        a.window_start,
+        a.window_end,
+        a.value,
+        a.n,
+        a.baseline_mean,
+        a.baseline_sd,
+        a.baseline_windows,
+        a.baseline_n,
+        a.z,
+        a.z_threshold,
+        a.min_delta,
+        a.direction,
+        a.raised_at,
+        a.schema_version,
+        record.topic,
+        record.partition,
+        record.offset,
+        record.at,
+    )
 
 
 def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:
@@ -204,32 +301,61 @@ def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:
         if role == "rubrics":
             r = parse_rubric(record.value)
             require_key(record.key, r.rubric_version_id, "rubric_version_id")
-            rows.add("rubrics", (r.rubric_version_id, r.name, r.schema_version, r.model_dump_json(),
-                                 r.created_at, at, record.offset))  # fmt: skip
+            rows.add(
+                "rubrics",
+                (r.rubric_version_id, r.name, r.schema_version, r.model_dump_json(), r.created_at, at, record.offset),
+            )
         elif role == "runs":
             run = parse_evaluation_run(record.value)
             require_key(record.key, run.evaluation_run_id, "evaluation_run_id")
             rows.add("submission_seen", (run.submission_id, at))
             rows.add("rubric_seen", (run.rubric_version_id, at))
-            rows.add("evaluation_runs", (run.evaluation_run_id, run.submission_id, run.rubric_version_id,
-                                         run.expected_judge_models, run.judge_timeout_seconds,
-                                         run.schema_version, run.started_at, at, record.offset))  # fmt: skip
+            rows.add(
+                "evaluation_runs",
+                (
+                    run.evaluation_run_id,
+                    run.submission_id,
+                    run.rubric_version_id,
+                    run.expected_judge_models,
+                    run.judge_timeout_seconds,
+                    run.schema_version,
+                    run.started_at,
+                    at,
+                    record.offset,
+                ),
+            )
         elif role == "reviews":
             rv = parse_human_review(record.value)
             rows.add("reviews", (rv.review_id, rv.claim_id, rv.reviewer, rv.final_verdict, rv.notes, rv.created_at))
     except ContractError as err:
         contract = {"rubrics": "rubric", "runs": "evaluation_run", "reviews": "review"}[role]
-        _invalid(InvalidEvent.model_validate_json(dead_letter(record.value, src, contract, err,
-                                                              received_at=at.isoformat()).value), rows)  # fmt: skip
+        _invalid(
+            InvalidEvent.model_validate_json(
+                dead_letter(record.value, src, contract, err, received_at=at.isoformat()).value
+            ),
+            rows,
+        )
 
 
 def _invalid(ev: InvalidEvent, rows: Rows) -> None:
-    rows.add("invalid_events", (ev.event_id, ev.contract, ev.source_topic, ev.source_partition,
-                                ev.source_offset,
-                                base64.b64decode(ev.source_key_b64) if ev.source_key_b64 else None,
-                                ev.error_codes, json.dumps(ev.errors), base64.b64decode(ev.original_b64),
-                                ev.original_size, ev.original_sha256, ev.original_truncated,
-                                ev.received_at))  # fmt: skip
+    rows.add(
+        "invalid_events",
+        (
+            ev.event_id,
+            ev.contract,
+            ev.source_topic,
+            ev.source_partition,
+            ev.source_offset,
+            base64.b64decode(ev.source_key_b64) if ev.source_key_b64 else None,
+            ev.error_codes,
+            json.dumps(ev.errors),
+            base64.b64decode(ev.original_b64),
+            ev.original_size,
+            ev.original_sha256,
+            ev.original_truncated,
+            ev.received_at,
+        ),
+    )
 
 
 def _judge_output(record: Record, rows: Rows, at: datetime) -> None:
@@ -242,12 +368,34 @@ def _judge_output(record: Record, rows: Rows, at: datetime) -> None:
     if oid in rows.outputs:
         return
     rows.outputs.add(oid)
-    rows.add("judge_outputs", (oid, o.evaluation_run_id, o.submission_id, o.rubric_version_id, o.judge_run_id,
-                               o.judge_model, o.schema_version, source_version, o.overall_score,
-                               o.integrity_adjusted_score, o.positive_signal, o.primary_weakness, o.confidence,
-                               o.confidence_reasoning, o.status, o.failure_reason, o.completed_lane_keys,
-                               o.judge_started_at, o.judge_completed_at, src_topic, src_partition, src_offset,
-                               at))  # fmt: skip
+    rows.add(
+        "judge_outputs",
+        (
+            oid,
+            o.evaluation_run_id,
+            o.submission_id,
+            o.rubric_version_id,
+            o.judge_run_id,
+            o.judge_model,
+            o.schema_version,
+            source_version,
+            o.overall_score,
+            o.integrity_adjusted_score,
+            o.positive_signal,
+            o.primary_weakness,
+            o.confidence,
+            o.confidence_reasoning,
+            o.status,
+            o.failure_reason,
+            o.completed_lane_keys,
+            o.judge_started_at,
+            o.judge_completed_at,
+            src_topic,
+            src_partition,
+            src_offset,
+            at,
+        ),
+    )
     add = rows.add_child
     for li, lane in enumerate(o.lane_scores):
         lid = child_id(oid, LANE, li)
@@ -256,27 +404,89 @@ def _judge_output(record: Record, rows: Rows, at: datetime) -> None:
             did = child_id(oid, DIMENSION, li, di)
             add("judge_dimension_scores", oid, (did, lid, dim.dimension_key, dim.score, dim.reasoning, dim.band_label))
             for i, ref in enumerate(dim.evidence_refs):
-                add("judge_evidence_refs", oid, (child_id(oid, DIMENSION_REF, li, di, i), oid, "dimension_score", did,
-                                                 did, None, None, i, ref.type, ref.id, ref.location, ref.excerpt,
-                                                 at))  # fmt: skip
+                add(
+                    "judge_evidence_refs",
+                    oid,
+                    (
+                        child_id(oid, DIMENSION_REF, li, di, i),
+                        oid,
+                        "dimension_score",
+                        did,
+                        did,
+                        None,
+                        None,
+                        i,
+                        ref.type,
+                        ref.id,
+                        ref.location,
+                        ref.excerpt,
+                        at,
+                    ),
+                )
     for i, flag in enumerate(o.flags):
         fid = child_id(oid, FLAG, i)
-        add("judge_flags", oid, (fid, oid, i, flag.flag_code, flag.severity, flag.description, flag.auto_disqualify,
-                                 at))  # fmt: skip
+        add(
+            "judge_flags", oid, (fid, oid, i, flag.flag_code, flag.severity, flag.description, flag.auto_disqualify, at)
+        )
         for j, ref in enumerate(flag.evidence_refs or []):
-            add("judge_evidence_refs", oid, (child_id(oid, FLAG_REF, i, j), oid, "flag", fid, None, None, fid, j,
-                                             ref.type, ref.id, ref.location, ref.excerpt, at))  # fmt: skip
+            add(
+                "judge_evidence_refs",
+                oid,
+                (
+                    child_id(oid, FLAG_REF, i, j),
+                    oid,
+                    "flag",
+                    fid,
+                    None,
+                    None,
+                    fid,
+                    j,
+                    ref.type,
+                    ref.id,
+                    ref.location,
+                    ref.excerpt,
+                    at,
+                ),
+            )
     for i, adj in enumerate(o.integrity_adjustments):
         aid = child_id(oid, ADJUSTMENT, i)
         add("judge_integrity_adjustments", oid, (aid, oid, i, adj.flag_code, adj.description, adj.deduction, at))
         for j, ref in enumerate(adj.evidence_refs):
-            add("judge_evidence_refs", oid, (child_id(oid, ADJUSTMENT_REF, i, j), oid, "integrity_adjustment", aid,
-                                             None, aid, None, j, ref.type, ref.id, ref.location, ref.excerpt,
-                                             at))  # fmt: skip
+            add(
+                "judge_evidence_refs",
+                oid,
+                (
+                    child_id(oid, ADJUSTMENT_REF, i, j),
+                    oid,
+                    "integrity_adjustment",
+                    aid,
+                    None,
+                    aid,
+                    None,
+                    j,
+                    ref.type,
+                    ref.id,
+                    ref.location,
+                    ref.excerpt,
+                    at,
+                ),
+            )
     t = o.telemetry_summary
-    add("judge_telemetry", oid, (child_id(oid, TELEMETRY), oid, t.tool_call_count, t.step_count, t.error_count,
-                                 t.error_rate, t.total_tokens_used, t.wall_time_seconds,
-                                 t.telemetry_unavailable_reason))  # fmt: skip
+    add(
+        "judge_telemetry",
+        oid,
+        (
+            child_id(oid, TELEMETRY),
+            oid,
+            t.tool_call_count,
+            t.step_count,
+            t.error_count,
+            t.error_rate,
+            t.total_tokens_used,
+            t.wall_time_seconds,
+            t.telemetry_unavailable_reason,
+        ),
+    )
     for i, w in enumerate(json.loads(headers.get(H_WARNINGS, b"[]"))):
         add("judge_output_warnings", oid, (child_id(oid, WARNING, i), oid, w["code"], w["loc"], w["message"]))
 
@@ -293,12 +503,30 @@ def _revision(rev: ReconciliationRevision, rows: Rows, at: datetime) -> None:
     rows.add("submission_seen", (rev.submission_id, at))
     rows.add("rubric_seen", (rev.rubric_version_id, at))
     rows.add("run_seen", (rev.evaluation_run_id, at))
-    rows.add("evaluation_reconciled_revisions", (
-        rev.event_id, rev.evaluation_run_id, rev.submission_id, rev.revision, rev.status, rev.final_reason,
-        r.judge_count, r.successful_judge_count, r.final_overall_score, r.final_adjusted_score,
-        r.weighted_final_score, r.method, r.has_contradictions,
-        json.dumps([c.model_dump() for c in r.contradiction_details]), json.dumps(r.reconciled_lane_scores),
-        json.dumps(r.lane_scores_by_judge), rev.judge_run_ids, r.missing_judges, r.failed_judges, r.notice,
-        rev.emitted_at,
-    ))  # fmt: skip
+    rows.add(
+        "evaluation_reconciled_revisions",
+        (
+            rev.event_id,
+            rev.evaluation_run_id,
+            rev.submission_id,
+            rev.revision,
+            rev.status,
+            rev.final_reason,
+            r.judge_count,
+            r.successful_judge_count,
+            r.final_overall_score,
+            r.final_adjusted_score,
+            r.weighted_final_score,
+            r.method,
+            r.has_contradictions,
+            json.dumps([c.model_dump() for c in r.contradiction_details]),
+            json.dumps(r.reconciled_lane_scores),
+            json.dumps(r.lane_scores_by_judge),
+            rev.judge_run_ids,
+            r.missing_judges,
+            r.failed_judges,
+            r.notice,
+            rev.emitted_at,
+        ),
+    )
     rows.runs.add(rev.evaluation_run_id)

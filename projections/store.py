@@ -242,7 +242,7 @@ BINARY_TYPES: dict[str, list[str]] = {
         "text",
         "text",
         "timestamptz",
-    ],  # fmt: skip
+    ],
     "judge_output_warnings": ["uuid", "uuid", "text", "text", "text"],
 }
 """Column types of the child tables written with a binary COPY (in `INSERTS` column
@@ -391,8 +391,14 @@ class WriteTimings:
         return now
 
 
-def write_batch(conn: psycopg.Connection, consumer: str, rows: Rows, offsets: Offsets,
-                before_commit: object = None, timings: WriteTimings | None = None) -> None:  # fmt: skip
+def write_batch(
+    conn: psycopg.Connection,
+    consumer: str,
+    rows: Rows,
+    offsets: Offsets,
+    before_commit: object = None,
+    timings: WriteTimings | None = None,
+) -> None:
     """One transaction: check offsets, insert rows, refresh derived rows, store offsets."""
     try:
         _write_batch(conn, consumer, rows, offsets, before_commit, timings)
@@ -401,8 +407,14 @@ def write_batch(conn: psycopg.Connection, consumer: str, rows: Rows, offsets: Of
         raise
 
 
-def _write_batch(conn: psycopg.Connection, consumer: str, rows: Rows, offsets: Offsets,
-                 before_commit: object, timings: WriteTimings | None) -> None:  # fmt: skip
+def _write_batch(
+    conn: psycopg.Connection,
+    consumer: str,
+    rows: Rows,
+    offsets: Offsets,
+    before_commit: object,
+    timings: WriteTimings | None,
+) -> None:
     tm = timings or WriteTimings()
     clock = time.perf_counter()
     with conn.transaction():

@@ -82,6 +82,12 @@ def aggregate_verdicts(
         verdict = cast(Verdict, voting[0].verdict) if tie_rule == "first_judge" else tie_rule
     agreement = max(passes, fails) / len(voting) if voting else None
     return AggregateVerdict(
-        verdict=verdict, agreement=agreement, pass_votes=passes, fail_votes=fails,
-        abstentions=len(checks) - len(voting), tie=tie, mode=mode, tie_rule=tie_rule,
-    )  # fmt: skip
+        verdict=verdict,
+        agreement=agreement,
+        pass_votes=passes,
+        fail_votes=fails,
+        abstentions=len(checks) - len(voting),
+        tie=tie,
+        mode=mode,
+        tie_rule=tie_rule,
+    )

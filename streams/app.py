@@ -102,9 +102,15 @@ class WorkerOptions:
         return ",".join(f"kafka://{hp}" for hp in self.bootstrap_servers.split(","))
 
     def liveness(self) -> LivenessOptions:
-        return LivenessOptions(self.bootstrap_servers, self.client_kwargs, self.stall_seconds,
-                               self.stall_recovery_seconds, self.outage, self.on_stall_exit,
-                               self.on_outage_exit)  # fmt: skip
+        return LivenessOptions(
+            self.bootstrap_servers,
+            self.client_kwargs,
+            self.stall_seconds,
+            self.stall_recovery_seconds,
+            self.outage,
+            self.on_stall_exit,
+            self.on_outage_exit,
+        )
 
 
 def _stores(options: WorkerOptions) -> tuple[str, Callable[[], dict[str, Any]]]:
@@ -166,8 +172,7 @@ class Tables:
         self.store = store
 
     def __call__(self, name: str) -> Any:
-        made: Any = self.app.Table(name, default=None, partitions=self.options.partitions, key_type=str,
-                                   **self.store())  # fmt: skip
+        made: Any = self.app.Table(name, default=None, partitions=self.options.partitions, key_type=str, **self.store())
         # Faust takes a table's codecs from its types only. Its store is made later, with these, and its
         # changelog records are sent with the table's codecs (`Table.send_changelog`).
         made.key_serializer = made.value_serializer = STATE_CODEC
@@ -181,8 +186,12 @@ def build_app(options: WorkerOptions) -> WorkerApp:
     store_url, store = _stores(options)
     app = _durable_app(options, store_url)
     cache = RubricCache(options.bootstrap_servers, names.rubrics, **options.client_kwargs)
-    common = dict(clock=options.clock, retention=options.state_retention, max_payload_bytes=options.max_payload_bytes,
-                  stale_after=options.stale_after)  # fmt: skip
+    common = dict(
+        clock=options.clock,
+        retention=options.state_retention,
+        max_payload_bytes=options.max_payload_bytes,
+        stale_after=options.stale_after,
+    )
     hold = HoldBudget(options.max_held_events)
     deltas = DriftAccumulator(options.drift)  # observed inline by the run and claim steps, flushed by a timer
     runs = RunStage(cache.get, hold=hold, drift=deltas, **common)  # type: ignore[arg-type]
@@ -206,13 +215,30 @@ def build_app(options: WorkerOptions) -> WorkerApp:
         agent.attach(app, names, topology)
     every = options.timer_interval_seconds
     for sweep in (
-        Sweep("judge_timeouts", runs, open_runs, ("judge_outputs", "reconcile_control"), publisher=out,
-              cache=cache, hold=hold, every=every),
-        Sweep("claim_resumes", claims, watched_claims, ("claims_control",), publisher=out, cache=cache, hold=hold,
-              every=every),
-        Sweep("drift_windows", drift, drifting, ("drift_partials",), publisher=out, cache=cache, hold=hold,
-              every=every),
-    ):  # fmt: skip
+        Sweep(
+            "judge_timeouts",
+            runs,
+            open_runs,
+            ("judge_outputs", "reconcile_control"),
+            publisher=out,
+            cache=cache,
+            hold=hold,
+            every=every,
+        ),
+        Sweep(
+            "claim_resumes",
+            claims,
+            watched_claims,
+            ("claims_control",),
+            publisher=out,
+            cache=cache,
+            hold=hold,
+            every=every,
+        ),
+        Sweep(
+            "drift_windows", drift, drifting, ("drift_partials",), publisher=out, cache=cache, hold=hold, every=every
+        ),
+    ):
         sweep.attach(app, names, topology)
     DriftFlush(deltas, out, options.drift.flush_seconds).attach(app, topology)
     RubricCacheTask(cache).attach(app, topology)

@@ -118,16 +118,23 @@ def on_resume(state: ClaimState, rubrics: RubricLookup, now: datetime) -> tuple[
     redelivered resume re-sends what resumes released."""
     if not state.held:
         released_at = datetime.fromisoformat(state.released_at) if state.released_at else now
-        again = [r for doc, coords in zip(state.released, state.released_from, strict=False)
-                 for r in _release(state, doc, coords, rubrics, released_at).records]  # fmt: skip
+        again = [
+            r
+            for doc, coords in zip(state.released, state.released_from, strict=False)
+            for r in _release(state, doc, coords, rubrics, released_at).records
+        ]
         return state, again + _resend(state, rubrics, lambda v: v.via == "resume")
     state = _copy(state)
     return state, _advance(state, rubrics, now, via="resume")
 
 
 def _copy(state: ClaimState) -> ClaimState:
-    return state.model_copy(update={name: list(getattr(state, name)) for name in
-                                    ("held", "held_from", "held_judges", "released", "released_from")})  # fmt: skip
+    return state.model_copy(
+        update={
+            name: list(getattr(state, name))
+            for name in ("held", "held_from", "held_judges", "released", "released_from")
+        }
+    )
 
 
 def _release(state: ClaimState, doc: str, coords: str, rubrics: RubricLookup, now: datetime) -> Admitted[ClaimCheck]:
@@ -176,9 +183,17 @@ def _advance(
             state.released_at = at
             if released.event is None:  # refused with its rubric: dead-lettered and queued for humans
                 continue
-        votes.append(Vote(judge_id=check.judge_id, verdict=check.verdict, score=check.score,
-                          confidence=check.confidence, rubric_version_id=check.rubric_version_id,
-                          decided_at=at, via=via))  # fmt: skip
+        votes.append(
+            Vote(
+                judge_id=check.judge_id,
+                verdict=check.verdict,
+                score=check.score,
+                confidence=check.confidence,
+                rubric_version_id=check.rubric_version_id,
+                decided_at=at,
+                via=via,
+            )
+        )
         record, terminal = _decision(state.claim_id, votes, rubrics)
         out.append(record)
         state.decided_at = at if terminal else None
@@ -190,8 +205,9 @@ def _advance(
 
 
 def _resend(state: ClaimState, rubrics: RubricLookup, pick: Callable[[Vote], bool]) -> list[Outgoing]:
-    return [_decision(state.claim_id, state.votes[: i + 1], rubrics)[0]
-            for i, vote in enumerate(state.votes) if pick(vote)]  # fmt: skip
+    return [
+        _decision(state.claim_id, state.votes[: i + 1], rubrics)[0] for i, vote in enumerate(state.votes) if pick(vote)
+    ]
 
 
 DECISION_TEMPLATE: dict[str, Any] = {
@@ -213,21 +229,40 @@ def _decision(claim_id: str, votes: list[Vote], rubrics: RubricLookup) -> tuple[
     ident = event_id("route-claim", claim_id, *judge_ids)
     if len(votes) == 1:
         decision = route(_Claimed(claim_id, latest.verdict, latest.score, latest.confidence), policy)
-        fields = {"event_id": ident, "subject": "claim", "claim_id": claim_id, "route": decision.route,
-                  "reason": decision.reason, "verdict": latest.verdict, "score": latest.score,
-                  "confidence": latest.confidence, "judge_ids": judge_ids, "policy": policy,
-                  "input_ids": [check_id(claim_id, latest.judge_id)], "decided_at": latest.decided_at}  # fmt: skip
+        fields = {
+            "event_id": ident,
+            "subject": "claim",
+            "claim_id": claim_id,
+            "route": decision.route,
+            "reason": decision.reason,
+            "verdict": latest.verdict,
+            "score": latest.score,
+            "confidence": latest.confidence,
+            "judge_ids": judge_ids,
+            "policy": policy,
+            "input_ids": [check_id(claim_id, latest.judge_id)],
+            "decided_at": latest.decided_at,
+        }
     else:
         mode = rubric.aggregation_mode if rubric else "majority"
         tie = rubric.tie_rule if rubric else "unclear"
         agg = aggregate_verdicts(votes, mode, tie)
         decision = route_aggregate(agg)
-        fields = {"event_id": ident, "subject": "claim", "claim_id": claim_id, "route": decision.route,
-                  "reason": decision.reason, "verdict": agg.verdict, "judge_ids": judge_ids, "policy": policy,
-                  "aggregation_mode": mode, "tie_rule": tie,
-                  "agreement": None if agg.agreement is None else float(agg.agreement),
-                  "decided_at": latest.decided_at,
-                  "input_ids": [check_id(claim_id, v.judge_id) for v in votes]}  # fmt: skip
+        fields = {
+            "event_id": ident,
+            "subject": "claim",
+            "claim_id": claim_id,
+            "route": decision.route,
+            "reason": decision.reason,
+            "verdict": agg.verdict,
+            "judge_ids": judge_ids,
+            "policy": policy,
+            "aggregation_mode": mode,
+            "tie_rule": tie,
+            "agreement": None if agg.agreement is None else float(agg.agreement),
+            "decided_at": latest.decided_at,
+            "input_ids": [check_id(claim_id, v.judge_id) for v in votes],
+        }
     value = to_json(DECISION_TEMPLATE | fields)
     return Outgoing(decision.route, claim_id.encode(), value), decision.route != "second_judge"
 
@@ -246,18 +281,27 @@ def _due(doc: State, now: datetime, retention: timedelta) -> bool:
 def held_too_long(doc: State, now: datetime, grace: timedelta) -> bool:
     """Checks held for their rubric longer than the grace, and no alert raised yet."""
     since = doc.get("held_since")
-    return (isinstance(since, str) and bool(doc.get("held")) and "held_too_long" not in (doc.get("alerted") or {})
-            and datetime.fromisoformat(since) + grace <= now)  # fmt: skip
+    return (
+        isinstance(since, str)
+        and bool(doc.get("held"))
+        and "held_too_long" not in (doc.get("alerted") or {})
+        and datetime.fromisoformat(since) + grace <= now
+    )
 
 
 def _alert(state: ClaimState, raised_at: str) -> Outgoing:
     alert = StaleWorkAlert(
         event_id=event_id("stale-alert", "held_too_long", state.claim_id),
-        kind="held_too_long", subject="claim", subject_id=state.claim_id, waiting_for="rubric",
-        rubric_version_id=state.rubric_version_id, held_events=len(state.held),
-        first_seen_at=state.held_since or raised_at, reason=f"{len(state.held)} check(s) held for rubric "
-        f"{state.rubric_version_id} since {state.held_since}", raised_at=raised_at,
-    )  # fmt: skip
+        kind="held_too_long",
+        subject="claim",
+        subject_id=state.claim_id,
+        waiting_for="rubric",
+        rubric_version_id=state.rubric_version_id,
+        held_events=len(state.held),
+        first_seen_at=state.held_since or raised_at,
+        reason=f"{len(state.held)} check(s) held for rubric {state.rubric_version_id} since {state.held_since}",
+        raised_at=raised_at,
+    )
     return Outgoing("alerts", state.claim_id.encode(), alert.model_dump_json().encode())
 
 
@@ -266,15 +310,32 @@ class ClaimStage:
 
     name = "route_claims"
     reads: tuple[str, ...] = ("checks", "checks_rekeyed", "claims_control")
-    writes: tuple[str, ...] = ("checks_valid", "checks_rekeyed", "invalid", "done", "second_judge", "human_review",
-                               "alerts")  # fmt: skip
+    writes: tuple[str, ...] = (
+        "checks_valid",
+        "checks_rekeyed",
+        "invalid",
+        "done",
+        "second_judge",
+        "human_review",
+        "alerts",
+    )
     keeps = "claim_state"
-    does = ("validate each claim check, route the first verdict by its rubric's policy, aggregate later judges' "
-            "verdicts; re-key a check whose key is not its claim_id; hold checks whose rubric is unknown")  # fmt: skip
+    does = (
+        "validate each claim check, route the first verdict by its rubric's policy, aggregate later judges' "
+        "verdicts; re-key a check whose key is not its claim_id; hold checks whose rubric is unknown"
+    )
 
-    def __init__(self, rubrics: RubricLookup, *, clock: Clock, retention: timedelta, max_payload_bytes: int,
-                 stale_after: timedelta = timedelta(minutes=5), hold: HoldBudget | None = None,
-                 drift: DriftAccumulator | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        rubrics: RubricLookup,
+        *,
+        clock: Clock,
+        retention: timedelta,
+        max_payload_bytes: int,
+        stale_after: timedelta = timedelta(minutes=5),
+        hold: HoldBudget | None = None,
+        drift: DriftAccumulator | None = None,
+    ) -> None:
         self.rubrics = rubrics
         self.stale_after = stale_after
         self.hold = hold
@@ -300,16 +361,21 @@ class ClaimStage:
             state, out = on_resume(state, self.rubrics, now)
             self._observe(state, before, None, record, now)
             return self._keep(state, out, now)
-        admitted = admit_claim_check(record.value or b"", record.origin(), now=now, max_bytes=self.max_payload_bytes,
-                                     rubrics=self.rubrics)  # fmt: skip
+        admitted = admit_claim_check(
+            record.value or b"", record.origin(), now=now, max_bytes=self.max_payload_bytes, rubrics=self.rubrics
+        )
         check = admitted.event
         if check is None:
             return Step.emit(admitted.records)
         if record.role == "checks" and key != check.claim_id:
-            return Step.emit([Outgoing("checks_rekeyed", check.claim_id.encode(), record.value or b"",
-                                       _origin_header(record))])  # fmt: skip
-        state = ClaimState.model_validate(stored) if stored else ClaimState(claim_id=check.claim_id,
-                                                                            partition=record.src.partition)  # fmt: skip
+            return Step.emit(
+                [Outgoing("checks_rekeyed", check.claim_id.encode(), record.value or b"", _origin_header(record))]
+            )
+        state = (
+            ClaimState.model_validate(stored)
+            if stored
+            else ClaimState(claim_id=check.claim_id, partition=record.src.partition)
+        )
         known = state.knows(check.judge_id)
         waits = check.rubric_version_id is not None and self.rubrics(check.rubric_version_id) is None
         if not known and waits and self.hold is not None and self.hold.full():
@@ -324,8 +390,9 @@ class ClaimStage:
         step = self._keep(state, [*published, *out], now)
         return Step(step.records, step.state, step.changed, late=decided)
 
-    def _observe(self, state: ClaimState, before: int, check: ClaimCheck | None, record: Inbound,
-                 now: datetime) -> None:  # fmt: skip
+    def _observe(
+        self, state: ClaimState, before: int, check: ClaimCheck | None, record: Inbound, now: datetime
+    ) -> None:
         """Hand the votes this step added to the drift accumulator, each at its check's own time."""
         if self.drift is None or len(state.votes) == before:
             return
@@ -335,10 +402,22 @@ class ClaimStage:
             if check is not None and vote.judge_id == check.judge_id:
                 at = epoch(check.checked_at, fallback)
             else:  # released from the hold (rare): its checked_at is in the released text
-                at = next((epoch(d.get("checked_at"), fallback) for d in map(json.loads, state.released)
-                           if d.get("judge_id") == vote.judge_id), fallback)  # fmt: skip
-            self.drift.observe_check(vote.judge_id, vote.verdict, vote.score, vote.confidence,
-                                     rubric.routing.floor if rubric else LOW_CONFIDENCE_DEFAULT, at)  # fmt: skip
+                at = next(
+                    (
+                        epoch(d.get("checked_at"), fallback)
+                        for d in map(json.loads, state.released)
+                        if d.get("judge_id") == vote.judge_id
+                    ),
+                    fallback,
+                )
+            self.drift.observe_check(
+                vote.judge_id,
+                vote.verdict,
+                vote.score,
+                vote.confidence,
+                rubric.routing.floor if rubric else LOW_CONFIDENCE_DEFAULT,
+                at,
+            )
 
     def _keep(self, state: ClaimState, out: list[Outgoing], now: datetime) -> Step:
         if self.retention <= timedelta(0) and expired(state, now, self.retention):

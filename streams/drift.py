@@ -132,8 +132,9 @@ class DriftAccumulator:
         self.producer = producer_id or uuid.uuid4().hex
         self.seq = 0
 
-    def observe_check(self, judge: str, verdict: str, score: float | None, confidence: float, low_below: float,
-                      at: float) -> None:  # fmt: skip
+    def observe_check(
+        self, judge: str, verdict: str, score: float | None, confidence: float, low_below: float, at: float
+    ) -> None:
         """One claim check a claim state accepted (`low_below`: its rubric's floor, or the default)."""
         fail = verdict == "fail"
         contra = fail and score is not None and score >= CONTRADICTION_SCORE
@@ -198,8 +199,14 @@ class DriftAccumulator:
         for judge, windows in sorted(by_judge.items()):
             self.seq += 1
             spans = [{"size": size, "start": start, "stats": stats} for (size, start), stats in sorted(windows.items())]
-            doc = {"kind": "partial", "producer": self.producer, "seq": self.seq, "judge": judge,
-                   "max_at": self.max_at.get(judge), "windows": spans}  # fmt: skip
+            doc = {
+                "kind": "partial",
+                "producer": self.producer,
+                "seq": self.seq,
+                "judge": judge,
+                "max_at": self.max_at.get(judge),
+                "windows": spans,
+            }
             out.append(Outgoing("drift_partials", judge.encode(), json.dumps(doc, separators=(",", ":")).encode()))
         self.checks, self.outputs, self.max_at = {}, {}, {}
         return out
@@ -207,15 +214,21 @@ class DriftAccumulator:
 
 def check_moments(c: list[float]) -> dict[str, Moments]:
     n = c[_N]
-    return {"check:mean_score": [c[_SN], c[_SS], c[_SSQ]], "check:fail_rate": [n, c[_FAIL], c[_FAIL]],
-            "check:contradiction_rate": [n, c[_CONTRA], c[_CONTRA]],
-            "check:low_confidence_share": [n, c[_LOW], c[_LOW]]}  # fmt: skip
+    return {
+        "check:mean_score": [c[_SN], c[_SS], c[_SSQ]],
+        "check:fail_rate": [n, c[_FAIL], c[_FAIL]],
+        "check:contradiction_rate": [n, c[_CONTRA], c[_CONTRA]],
+        "check:low_confidence_share": [n, c[_LOW], c[_LOW]],
+    }
 
 
 def output_moments(o: list[Any]) -> dict[str, Moments]:
     n, failed, timed_out, low, lanes = o
-    stats = {"output:failure_rate": [n, failed, failed], "output:timeout_rate": [n, timed_out, timed_out],
-             "output:low_confidence_share": [n, low, low]}  # fmt: skip
+    stats = {
+        "output:failure_rate": [n, failed, failed],
+        "output:timeout_rate": [n, timed_out, timed_out],
+        "output:low_confidence_share": [n, low, low],
+    }
     for lane, m in lanes.items():
         stats[f"output:lane_mean_score:{lane}"] = list(m)
     return stats
@@ -345,8 +358,7 @@ class DriftStage:
     def handle(self, record: Inbound, stored: State | None) -> Step:
         doc = json.loads(record.value or b"{}")
         judge = (record.key or b"").decode(errors="replace")
-        state: State = json.loads(json.dumps(stored)) if stored else {"partition": record.src.partition,
-                                                                        "windows": {}}  # fmt: skip
+        state: State = json.loads(json.dumps(stored)) if stored else {"partition": record.src.partition, "windows": {}}
         coords = record.src.coordinates()
         for src, alerts in state.get("sent", ()):
             if src == coords:  # a redelivered input that closed windows: the same alerts again
@@ -440,14 +452,26 @@ class DriftStage:
         lane = rest[0] if rest else None
         ident = uuid.uuid5(DRIFT_NS, "/".join((judge, source, statistic, lane or "", str(size), repr(start))))
         alert = JudgeDriftAlert(
-            event_id=str(ident), judge=judge, source="claim_check" if source == "check" else "judge_output",
+            event_id=str(ident),
+            judge=judge,
+            source="claim_check" if source == "check" else "judge_output",
             statistic=statistic,  # type: ignore[arg-type]
-            lane=lane, window_seconds=size, window_start=_iso(start), window_end=_iso(start + size),
-            value=round(f.value, 6), n=f.n, baseline_mean=round(f.baseline_mean, 6),
-            baseline_sd=round(f.baseline_sd, 6), baseline_windows=f.baseline_windows, baseline_n=f.baseline_n,
-            z=round(f.z, 3), z_threshold=self.options.z_threshold, min_delta=self.options.min_delta,
-            direction="up" if f.z > 0 else "down", raised_at=_iso(now),
-        )  # fmt: skip
+            lane=lane,
+            window_seconds=size,
+            window_start=_iso(start),
+            window_end=_iso(start + size),
+            value=round(f.value, 6),
+            n=f.n,
+            baseline_mean=round(f.baseline_mean, 6),
+            baseline_sd=round(f.baseline_sd, 6),
+            baseline_windows=f.baseline_windows,
+            baseline_n=f.baseline_n,
+            z=round(f.z, 3),
+            z_threshold=self.options.z_threshold,
+            min_delta=self.options.min_delta,
+            direction="up" if f.z > 0 else "down",
+            raised_at=_iso(now),
+        )
         return alert.model_dump_json().encode()
 
     def sweep(self, states: list[tuple[str, State]]) -> list[Outgoing]:

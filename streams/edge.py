@@ -58,9 +58,20 @@ def _warning_header(warnings: tuple[ContractWarning, ...]) -> Headers:
     return [(H_WARNINGS, json.dumps([w.to_dict() for w in warnings]).encode())]
 
 
-__all__ = ["H_ERROR_CODES", "H_SOURCE", "H_SOURCE_VERSION", "H_WARNINGS", "Outgoing", "SourceRef",
-           "Admitted", "admit_claim_check", "admit_judge_output", "dead_letter", "screen_claim_check",
-           "screen_judge_output"]  # fmt: skip
+__all__ = [
+    "H_ERROR_CODES",
+    "H_SOURCE",
+    "H_SOURCE_VERSION",
+    "H_WARNINGS",
+    "Outgoing",
+    "SourceRef",
+    "Admitted",
+    "admit_claim_check",
+    "admit_judge_output",
+    "dead_letter",
+    "screen_claim_check",
+    "screen_judge_output",
+]
 
 E = TypeVar("E")
 
@@ -196,8 +207,9 @@ def admit_claim_check(
             decided_at=iso(now or utc_now()),
         )
         source = [(H_SOURCE, src.coordinates().encode())]
-        return Admitted(None, [dlq, Outgoing("human_review", claim_id.encode(), routed.model_dump_json().encode(),
-                                             source)])  # fmt: skip
+        return Admitted(
+            None, [dlq, Outgoing("human_review", claim_id.encode(), routed.model_dump_json().encode(), source)]
+        )
     check = parsed.event
     headers = [(H_SOURCE, src.coordinates().encode()), (H_SOURCE_VERSION, parsed.source_version.encode())]
     record = Outgoing("checks_valid", check.claim_id.encode(), check.model_dump_json().encode(), headers)

@@ -11,8 +11,14 @@ from pydantic import BaseModel, ConfigDict
 
 from schemas import JudgeOutput
 
-STORED_KEYS = {"judge_run_id": "id", "judge_model": "model", "confidence": "conf", "total_deduction": "deduct",
-               "auto_disqualify": "dq", "failure_reason": "reason"}  # fmt: skip
+STORED_KEYS = {
+    "judge_run_id": "id",
+    "judge_model": "model",
+    "confidence": "conf",
+    "total_deduction": "deduct",
+    "auto_disqualify": "dq",
+    "failure_reason": "reason",
+}
 """Field -> key in stored state, where the two differ."""
 
 
@@ -21,8 +27,13 @@ TIMEOUT_MARK = "timeout:"
 
 
 class JudgeSummary(BaseModel):
-    model_config = ConfigDict(frozen=True, alias_generator=lambda name: STORED_KEYS.get(name, name),
-                              validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)  # fmt: skip
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=lambda name: STORED_KEYS.get(name, name),
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
 
     judge_run_id: str
     judge_model: str

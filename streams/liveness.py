@@ -57,8 +57,12 @@ class EndOffsets:
         from aiokafka import AIOKafkaConsumer
 
         if self.consumer is None:
-            consumer = AIOKafkaConsumer(bootstrap_servers=self.options.bootstrap_servers, group_id=None,
-                                        enable_auto_commit=False, **self.options.client_kwargs)  # fmt: skip
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self.options.bootstrap_servers,
+                group_id=None,
+                enable_auto_commit=False,
+                **self.options.client_kwargs,
+            )
             try:
                 await consumer.start()
             except BaseException:
@@ -115,8 +119,15 @@ class WatchdogLoop:
             await self.run()
 
         app.task(progress_watchdog)
-        topology.add(Wired("Task", self.name, (), (), does="committed progress vs end offsets: ERROR and rejoin "
-                           "on a stall, then exit non-zero"))  # fmt: skip
+        topology.add(
+            Wired(
+                "Task",
+                self.name,
+                (),
+                (),
+                does="committed progress vs end offsets: ERROR and rejoin on a stall, then exit non-zero",
+            )
+        )
 
     async def run(self) -> None:
         options = self.options
@@ -158,8 +169,11 @@ class WatchdogLoop:
             thread = app.consumer._thread
             await thread.call_thread(_rejoin, thread._ensure_consumer())
         elif state.action is Action.EXIT:
-            log.error("worker still stalled %.0fs after rejoining: %s; exiting for the supervisor to restart it",
-                      options.stall_recovery_seconds, state.reason)  # fmt: skip
+            log.error(
+                "worker still stalled %.0fs after rejoining: %s; exiting for the supervisor to restart it",
+                options.stall_recovery_seconds,
+                state.reason,
+            )
             if options.on_stall_exit is not None:
                 options.on_stall_exit(state)
 

@@ -86,8 +86,12 @@ class Reachability:
         outage = self.outages.get(name)
         if outage is None:
             self.outages[name] = Outage(target, now, self.wall(), last_error=text, logged_at=now)
-            self.log.warning("%s unreachable (%s); retrying with backoff, quietly: one line per %s until it ends",
-                             target, text, span(self.log_every))  # fmt: skip
+            self.log.warning(
+                "%s unreachable (%s); retrying with backoff, quietly: one line per %s until it ends",
+                target,
+                text,
+                span(self.log_every),
+            )
             return
         outage.attempts += 1
         outage.last_error = text
@@ -99,8 +103,12 @@ class Reachability:
         """An attempt to reach `name` succeeded: any outage of it is over."""
         outage = self.outages.pop(name, None)
         if outage is not None:
-            self.log.warning("%s reachable again after %s, %s failed attempts", outage.target,
-                             span(self.clock() - outage.since), f"{outage.attempts:,}")  # fmt: skip
+            self.log.warning(
+                "%s reachable again after %s, %s failed attempts",
+                outage.target,
+                span(self.clock() - outage.since),
+                f"{outage.attempts:,}",
+            )
 
     def down(self) -> dict[str, float]:
         """Seconds each unreachable dependency has been out of reach."""

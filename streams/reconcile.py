@@ -55,8 +55,7 @@ def reconcile(
     rubric: RubricVersion | None = None,
 ) -> ReconciliationResult:
     """Seed 000's reconciliation of whole judge outputs (DESIGN's public API)."""
-    return reconcile_summaries([summarize(o) for o in outputs], method, expected_judges=expected_judges,
-                               rubric=rubric)  # fmt: skip
+    return reconcile_summaries([summarize(o) for o in outputs], method, expected_judges=expected_judges, rubric=rubric)
 
 
 def reconcile_summaries(
@@ -83,8 +82,11 @@ def reconcile_summaries(
     reconciled: dict[str, int] = {}
     for lane_key in lane_keys:
         # As in the seed: one entry per successful output, read through its judge's map.
-        pairs = [(o.judge_model, by_judge[o.judge_model][lane_key]) for o in successful
-                 if lane_key in by_judge[o.judge_model]]  # fmt: skip
+        pairs = [
+            (o.judge_model, by_judge[o.judge_model][lane_key])
+            for o in successful
+            if lane_key in by_judge[o.judge_model]
+        ]
         if not pairs:
             continue
         judges = [j for j, _ in pairs]

@@ -21,9 +21,15 @@ from streams.judge_summary import JudgeSummary
 Route = Literal["done", "second_judge", "human_review"]
 
 __all__ = [
-    "Route", "RouteDecision", "RoutingPolicy", "route", "route_aggregate", "route_evaluation",
-    "route_invalid", "spot_sampled",
-]  # fmt: skip
+    "Route",
+    "RouteDecision",
+    "RoutingPolicy",
+    "route",
+    "route_aggregate",
+    "route_evaluation",
+    "route_invalid",
+    "spot_sampled",
+]
 
 
 class Verdict(Protocol):

@@ -54,9 +54,14 @@ class RubricCache:
         from aiokafka import AIOKafkaConsumer
 
         # No group: the consumer is assigned every partition and reads from the start.
-        consumer = AIOKafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False, auto_offset_reset="earliest",
-                                    **self.client)  # fmt: skip
+        consumer = AIOKafkaConsumer(
+            self.topic,
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **self.client,
+        )
         await consumer.start()
         try:
             while not consumer.assignment():

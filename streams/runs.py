@@ -60,14 +60,23 @@ EXPIRE = b'{"kind":"expire"}'
 
 
 STORED_KEYS = {
-    "evaluation_run_id": "id", "rubric_version_id": "rubric", "judges": "j", "revisions": "revs",
-    "first_seen_at": "seen", "finalized_at": "final_at", "waiting_for": "waiting",  # RunState
-    "submission_id": "sub", "expected_judge_models": "expect", "judge_timeout_seconds": "timeout",
+    "evaluation_run_id": "id",
+    "rubric_version_id": "rubric",
+    "judges": "j",
+    "revisions": "revs",
+    "first_seen_at": "seen",
+    "finalized_at": "final_at",
+    "waiting_for": "waiting",  # RunState
+    "submission_id": "sub",
+    "expected_judge_models": "expect",
+    "judge_timeout_seconds": "timeout",
     "started_at": "start",  # RunInfo
     "released_by": "rel_by",  # RunState
     "trigger": "by",  # Revision
-    "judge_run_id": "id", "judge_model": "model", "raw_b64": "raw",  # HeldOutput
-}  # fmt: skip
+    "judge_run_id": "id",
+    "judge_model": "model",
+    "raw_b64": "raw",  # HeldOutput
+}
 """Field -> key in stored state, where the two differ (`JudgeSummary` has its own)."""
 OLD_FORMAT_KEY = "evaluation_run_id"
 """Only a state stored before the compact format has this key."""
@@ -76,8 +85,12 @@ OLD_FORMAT_KEY = "evaluation_run_id"
 class Stored(BaseModel):
     """Stored under `STORED_KEYS`; the field names are read too."""
 
-    model_config = ConfigDict(alias_generator=lambda name: STORED_KEYS.get(name, name), validate_by_name=True,
-                              validate_by_alias=True, serialize_by_alias=True)  # fmt: skip
+    model_config = ConfigDict(
+        alias_generator=lambda name: STORED_KEYS.get(name, name),
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
 
 
 class HeldOutput(Stored):
@@ -176,8 +189,9 @@ class RunState(Stored):
 
 def _copy(state: RunState) -> RunState:
     """A copy safe to change: new containers, shared frozen items."""
-    return state.model_copy(update={"held": list(state.held), "judges": list(state.judges),
-                                    "revisions": list(state.revisions)})  # fmt: skip
+    return state.model_copy(
+        update={"held": list(state.held), "judges": list(state.judges), "revisions": list(state.revisions)}
+    )
 
 
 def load(stored: State) -> RunState:
@@ -200,12 +214,23 @@ def _from_old_format(doc: State) -> State:
 
     seen = micros(parse_timestamp(doc["first_seen_at"]))
     judges = doc.get("judges") or []
-    revisions = [{"judges": rev["judges"], "at": micros(parse_timestamp(rev["at"])) - seen,
-                  "trigger": None if rev["trigger"] == judges[rev["judges"] - 1]["judge_run_id"] else rev["trigger"]}
-                 for rev in doc.get("revisions") or []]  # fmt: skip
+    revisions = [
+        {
+            "judges": rev["judges"],
+            "at": micros(parse_timestamp(rev["at"])) - seen,
+            "trigger": None if rev["trigger"] == judges[rev["judges"] - 1]["judge_run_id"] else rev["trigger"],
+        }
+        for rev in doc.get("revisions") or []
+    ]
     alerted = {kind: micros(parse_timestamp(at)) - seen for kind, at in (doc.get("alerted") or {}).items()}
-    return {**doc, "first_seen_at": seen, "finalized_at": us(doc.get("finalized_at")),
-            "deadline": us(doc.get("deadline")), "revisions": revisions, "alerted": alerted}  # fmt: skip
+    return {
+        **doc,
+        "first_seen_at": seen,
+        "finalized_at": us(doc.get("finalized_at")),
+        "deadline": us(doc.get("deadline")),
+        "revisions": revisions,
+        "alerted": alerted,
+    }
 
 
 def _refresh(state: RunState, rubrics: RubricLookup) -> None:
@@ -216,9 +241,15 @@ def _refresh(state: RunState, rubrics: RubricLookup) -> None:
 
 
 def on_output(
-    state: RunState, output: JudgeOutput, source: SourceRef, raw: bytes, rubrics: RubricLookup, now: datetime,
-    *, checked: bool = False,
-) -> tuple[RunState, list[Outgoing]]:  # fmt: skip
+    state: RunState,
+    output: JudgeOutput,
+    source: SourceRef,
+    raw: bytes,
+    rubrics: RubricLookup,
+    now: datetime,
+    *,
+    checked: bool = False,
+) -> tuple[RunState, list[Outgoing]]:
     """A valid judge output arrived (`checked`: validated against the run's rubric). Unchecked, it is held. A
     duplicate (same judge_run_id) re-sends what it caused, and changes nothing; a released output coming back
     checked takes its place among the judges."""
@@ -231,8 +262,14 @@ def on_output(
         if waiting is not None:
             return state, []  # another copy of an output already held
         state = _copy(state)
-        state.held.append(HeldOutput(judge_run_id=output.judge_run_id, judge_model=output.judge_model,
-                                     source=source.coordinates(), raw_b64=base64.b64encode(raw).decode()))  # fmt: skip
+        state.held.append(
+            HeldOutput(
+                judge_run_id=output.judge_run_id,
+                judge_model=output.judge_model,
+                source=source.coordinates(),
+                raw_b64=base64.b64encode(raw).decode(),
+            )
+        )
         return state, _advance(state, rubrics, now, output.judge_run_id)
     state = _copy(state)
     _unhold(state, waiting)
@@ -276,25 +313,35 @@ def _refused_stub(state: RunState, output: JudgeOutput, dead: Outgoing) -> Judge
     if state.run is None or output.evaluation_run_id != state.evaluation_run_id:
         return None
     codes = dict(dead.headers).get(H_ERROR_CODES, b"").decode() or "REFUSED"
-    return _stub(state, state.run, output.judge_model, codes,
-                 judge_run_id=event_id("refused-stub", state.evaluation_run_id, output.judge_run_id),
-                 telemetry_reason="judge output refused against its rubric",
-                 started_at=output.judge_started_at)  # fmt: skip
+    return _stub(
+        state,
+        state.run,
+        output.judge_model,
+        codes,
+        judge_run_id=event_id("refused-stub", state.evaluation_run_id, output.judge_run_id),
+        telemetry_reason="judge output refused against its rubric",
+        started_at=output.judge_started_at,
+    )
 
 
 def _published(stub: JudgeOutput, dead: Outgoing) -> Outgoing:
     """A failed record goes on the validated topic like any output, pointing at the refused output's source."""
     source = dict(dead.headers).get(H_SOURCE, b"")
-    return Outgoing("judge_outputs_valid", stub.evaluation_run_id.encode(), stub.model_dump_json().encode(),
-                    [(H_SOURCE, source), (H_SOURCE_VERSION, stub.schema_version.encode())])  # fmt: skip
+    return Outgoing(
+        "judge_outputs_valid",
+        stub.evaluation_run_id.encode(),
+        stub.model_dump_json().encode(),
+        [(H_SOURCE, source), (H_SOURCE_VERSION, stub.schema_version.encode())],
+    )
 
 
 def _reinjected(state: RunState) -> list[Outgoing]:
     """The held outputs, sent back through the re-keyed topic (with their source coordinates) to be validated
     with the rubric that is now known."""
     key = state.evaluation_run_id.encode()
-    return [Outgoing("judge_outputs_rekeyed", key, item.raw(), [(H_SOURCE, item.source.encode())])
-            for item in state.held]  # fmt: skip
+    return [
+        Outgoing("judge_outputs_rekeyed", key, item.raw(), [(H_SOURCE, item.source.encode())]) for item in state.held
+    ]
 
 
 def on_run(
@@ -303,8 +350,12 @@ def on_run(
     if state.run is not None:
         return state, resend(state, "run", rubrics)
     state = _copy(state)
-    state.run = RunInfo(submission_id=run.submission_id, expected_judge_models=run.expected_judge_models,
-                        judge_timeout_seconds=run.judge_timeout_seconds, started_at=run.started_at)  # fmt: skip
+    state.run = RunInfo(
+        submission_id=run.submission_id,
+        expected_judge_models=run.expected_judge_models,
+        judge_timeout_seconds=run.judge_timeout_seconds,
+        started_at=run.started_at,
+    )
     state.rubric_version_id = run.rubric_version_id
     # Judges get the timeout from the later of the run's start and the moment
     # judgeflow learned of the run, so catching up on a backlog (or replaying
@@ -330,8 +381,12 @@ def resend(state: RunState, trigger: str, rubrics: RubricLookup) -> list[Outgoin
     if rubric is None:
         return []
     released = _reinjected(state) if state.held and trigger == state.released_by else []
-    return released + [r for i, rev in enumerate(state.revisions) if state.trigger_of(rev) == trigger
-                       for r in _records(state, rubric, i)]  # fmt: skip
+    return released + [
+        r
+        for i, rev in enumerate(state.revisions)
+        if state.trigger_of(rev) == trigger
+        for r in _records(state, rubric, i)
+    ]
 
 
 def _advance(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str) -> list[Outgoing]:
@@ -358,8 +413,9 @@ def _in_run_order(state: RunState, judges: list[JudgeSummary]) -> list[JudgeSumm
 def _reconcile(state: RunState, rubric: RubricVersion, judges: list[JudgeSummary]) -> ReconciliationResult | None:
     assert state.run is not None
     try:
-        return reconcile_summaries(judges, rubric.reconciliation_method,
-                                   expected_judges=state.run.expected_judge_models, rubric=rubric)  # fmt: skip
+        return reconcile_summaries(
+            judges, rubric.reconciliation_method, expected_judges=state.run.expected_judge_models, rubric=rubric
+        )
     except NoSuccessfulJudge:
         return None
 
@@ -371,8 +427,13 @@ def _revise(state: RunState, rubrics: RubricLookup, now: datetime, trigger: str,
     if not final and _reconcile(state, rubric, state.judges) is None:
         return []  # nothing to show yet
     added = state.judges[-1].judge_run_id  # a final revision has every expected judge: never none
-    state.revisions.append(Revision(judges=len(state.judges), at=micros(now) - state.first_seen_at,
-                                    trigger=None if trigger == added else trigger))  # fmt: skip
+    state.revisions.append(
+        Revision(
+            judges=len(state.judges),
+            at=micros(now) - state.first_seen_at,
+            trigger=None if trigger == added else trigger,
+        )
+    )
     if final:
         state.finalized_at = micros(now)
     return _records(state, rubric, len(state.revisions) - 1)
@@ -439,11 +500,25 @@ def timeout_stubs(state: RunState, now: datetime) -> list[JudgeOutput]:
     return [_stub(state, run, judge, reason) for judge in run.expected_judge_models if judge not in present]
 
 
-def _stub(state: RunState, run: RunInfo, judge: str, reason: str, *, judge_run_id: str | None = None,
-          telemetry_reason: str = "judge timed out", started_at: str | None = None) -> JudgeOutput:  # fmt: skip
-    unavailable = {"tool_call_count": None, "step_count": None, "error_count": None, "error_rate": None,
-                   "total_tokens_used": None, "wall_time_seconds": None,
-                   "telemetry_unavailable_reason": telemetry_reason}  # fmt: skip
+def _stub(
+    state: RunState,
+    run: RunInfo,
+    judge: str,
+    reason: str,
+    *,
+    judge_run_id: str | None = None,
+    telemetry_reason: str = "judge timed out",
+    started_at: str | None = None,
+) -> JudgeOutput:
+    unavailable = {
+        "tool_call_count": None,
+        "step_count": None,
+        "error_count": None,
+        "error_rate": None,
+        "total_tokens_used": None,
+        "wall_time_seconds": None,
+        "telemetry_unavailable_reason": telemetry_reason,
+    }
     return JudgeOutput.model_validate(
         {
             "schema_version": "2.1",
@@ -532,13 +607,23 @@ class RunStage:
         "alerts",
     )
     keeps = "run_state"
-    does = ("validate each judge output (with its run's rubric once known), hold it until run and rubric are known, "
-            "provisional revision per judge, final when all expected judges are in; route the final evaluation; "
-            "re-key an output whose key is not its evaluation_run_id")  # fmt: skip
+    does = (
+        "validate each judge output (with its run's rubric once known), hold it until run and rubric are known, "
+        "provisional revision per judge, final when all expected judges are in; route the final evaluation; "
+        "re-key an output whose key is not its evaluation_run_id"
+    )
 
-    def __init__(self, rubrics: RubricLookup, *, clock: Clock, retention: timedelta, max_payload_bytes: int,
-                 stale_after: timedelta = timedelta(minutes=5), hold: HoldBudget | None = None,
-                 drift: DriftAccumulator | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        rubrics: RubricLookup,
+        *,
+        clock: Clock,
+        retention: timedelta,
+        max_payload_bytes: int,
+        stale_after: timedelta = timedelta(minutes=5),
+        hold: HoldBudget | None = None,
+        drift: DriftAccumulator | None = None,
+    ) -> None:
         self.rubrics = rubrics
         self.hold = hold
         self.drift = drift
@@ -598,8 +683,16 @@ class RunStage:
             records = [*admitted.records, *out]
             return Step.emit(records) if state is known_state else self._keep(state, records, now)
         if record.role == "judge_outputs" and key != output.evaluation_run_id:
-            return Step.emit([Outgoing("judge_outputs_rekeyed", output.evaluation_run_id.encode(), raw,
-                                       [(H_SOURCE, origin.coordinates().encode())])])  # fmt: skip
+            return Step.emit(
+                [
+                    Outgoing(
+                        "judge_outputs_rekeyed",
+                        output.evaluation_run_id.encode(),
+                        raw,
+                        [(H_SOURCE, origin.coordinates().encode())],
+                    )
+                ]
+            )
         state = known_state or RunState.new(output.evaluation_run_id, record.src.partition, now)
         known = state.knows(output.judge_run_id)
         checked = rubric_for(output) is not None
@@ -615,8 +708,9 @@ class RunStage:
             return Step.emit(records, late=True)
         return Step.emit(records) if state is before else self._keep(state, records, now)
 
-    def _observe(self, before: RunState, state: RunState, completed_at: str | None, record: Inbound,
-                 now: datetime) -> None:  # fmt: skip
+    def _observe(
+        self, before: RunState, state: RunState, completed_at: str | None, record: Inbound, now: datetime
+    ) -> None:
         """Hand the judge this step added to the run (if any) to the drift accumulator, at its completion time."""
         if self.drift is None or len(state.judges) <= len(before.judges):
             return
@@ -657,8 +751,12 @@ class RunStage:
             if doc.get("waiting") == "rubric" and self.rubrics(doc.get("rubric") or ""):
                 out.append(Outgoing("reconcile_control", key.encode(), RESUME))
             if missing_judges_after_deadline(doc, now):
-                out += [Outgoing("judge_outputs", key.encode(), stub.model_dump_json().encode())
-                        for stub in timeout_stubs(load(doc), now)]  # fmt: skip
-            out += [Outgoing("reconcile_control", key.encode(), json.dumps({"kind": "alert", "alert": kind}).encode())
-                    for kind in alerts_due(doc, now, self.stale_after)]  # fmt: skip
+                out += [
+                    Outgoing("judge_outputs", key.encode(), stub.model_dump_json().encode())
+                    for stub in timeout_stubs(load(doc), now)
+                ]
+            out += [
+                Outgoing("reconcile_control", key.encode(), json.dumps({"kind": "alert", "alert": kind}).encode())
+                for kind in alerts_due(doc, now, self.stale_after)
+            ]
         return out

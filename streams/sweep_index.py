@@ -21,8 +21,9 @@ class SweepIndex:
     instead of decoding every key at once. `watch(doc)` says whether a stored state needs the sweep. It also
     keeps the worker's `HoldBudget` counting the events each stored state holds (its `held` list)."""
 
-    def __init__(self, table: Any, watch: Callable[[State], bool], hold: HoldBudget | None = None,
-                 name: str = "") -> None:  # fmt: skip
+    def __init__(
+        self, table: Any, watch: Callable[[State], bool], hold: HoldBudget | None = None, name: str = ""
+    ) -> None:
         self.table = table
         self.watch = watch
         self.hold = hold

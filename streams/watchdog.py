@@ -60,8 +60,13 @@ class WatchdogState:
 
     @property
     def ready(self) -> bool:
-        return (self.live and not self.unreachable and self.assigned > 0 and self.lag is not None
-                and self.lag <= self.ready_lag)  # fmt: skip
+        return (
+            self.live
+            and not self.unreachable
+            and self.assigned > 0
+            and self.lag is not None
+            and self.lag <= self.ready_lag
+        )
 
     @property
     def stalled_count(self) -> int:
@@ -90,8 +95,9 @@ class WatchdogState:
         age = now - self.checked_at
         if age <= max_age:
             return self
-        return dataclasses.replace(self, checked_at=now, reason=f"watchdog has not checked for {age:.0f}s",
-                                   extra={**self.extra, "dead": True})  # fmt: skip
+        return dataclasses.replace(
+            self, checked_at=now, reason=f"watchdog has not checked for {age:.0f}s", extra={**self.extra, "dead": True}
+        )
 
 
 def format_partitions(tps: tuple[TP, ...] | list[TP]) -> str:

@@ -107,8 +107,7 @@ class Publisher:
         for record in records:
             if record.role not in writes:
                 raise RuntimeError(f"{node} may not write {record.role}")
-            await producer.send(self.topic_of[record.role], value=record.value, key=record.key,
-                                headers=record.headers)  # fmt: skip
+            await producer.send(self.topic_of[record.role], value=record.value, key=record.key, headers=record.headers)
             count(record)
 
 
@@ -125,8 +124,17 @@ class StageAgent:
     the stage's `handle`, store the state it returns (noting it in the sweep's index) and publish its records.
     `contract` names what a record that crashes the stage is dead-lettered as (None: an internal record)."""
 
-    def __init__(self, stage: Stage, publisher: Publisher, cache: RubricCache, take: Take, *,
-                 table: Any = None, index: SweepIndex | None = None, contract: str | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        stage: Stage,
+        publisher: Publisher,
+        cache: RubricCache,
+        take: Take,
+        *,
+        table: Any = None,
+        index: SweepIndex | None = None,
+        contract: str | None,
+    ) -> None:
         self.stage = stage
         self.publisher = publisher
         self.cache = cache
@@ -142,16 +150,29 @@ class StageAgent:
     def attach(self, app: Any, names: TopicNames, topology: Topology) -> None:
         self.app = app
         self.role_of = {name: role for role, name in names.all().items()}
-        channel = app.topic(*(names.all()[r] for r in self.stage.reads), key_type=bytes, value_type=bytes,
-                            key_serializer="raw", value_serializer="raw")  # fmt: skip
+        channel = app.topic(
+            *(names.all()[r] for r in self.stage.reads),
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+        )
 
         async def process(stream: Any) -> None:  # Faust wants a function of the stream
             await self.process(stream)
 
         process.__name__ = self.stage.name
         app.agent(channel, name=self.stage.name)(process)
-        topology.add(Wired("Agent", self.stage.name, self.stage.reads, self.stage.writes,
-                           getattr(self.stage, "keeps", ""), self.stage.does))  # fmt: skip
+        topology.add(
+            Wired(
+                "Agent",
+                self.stage.name,
+                self.stage.reads,
+                self.stage.writes,
+                getattr(self.stage, "keeps", ""),
+                self.stage.does,
+            )
+        )
 
     async def process(self, stream: Any) -> None:
         await self.cache.ready.wait()
@@ -196,9 +217,14 @@ class StageAgent:
 
     async def handle(self, event: Any) -> None:
         msg = event.message
-        record = Inbound(self.role_of[msg.topic], msg.key, msg.value,
-                         SourceRef(msg.topic, msg.partition, msg.offset, msg.key),
-                         dict(msg.headers or ()), msg.timestamp)  # fmt: skip
+        record = Inbound(
+            self.role_of[msg.topic],
+            msg.key,
+            msg.value,
+            SourceRef(msg.topic, msg.partition, msg.offset, msg.key),
+            dict(msg.headers or ()),
+            msg.timestamp,
+        )
         key = (msg.key or b"").decode(errors="replace")
         table = self.table
         try:
@@ -226,8 +252,18 @@ class StageAgent:
 class Sweep:
     """A timer that calls a stage's `sweep` on the due keys of the partitions this worker owns."""
 
-    def __init__(self, name: str, stage: SweepingStage, index: SweepIndex, writes: tuple[str, ...], *,
-                 publisher: Publisher, cache: RubricCache, hold: HoldBudget, every: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        stage: SweepingStage,
+        index: SweepIndex,
+        writes: tuple[str, ...],
+        *,
+        publisher: Publisher,
+        cache: RubricCache,
+        hold: HoldBudget,
+        every: float,
+    ) -> None:
         self.name = name
         self.stage = stage
         self.index = index
@@ -285,8 +321,15 @@ class DriftFlush:
             await self.flush()
 
         app.timer(self.every, name=self.name)(drift_flush)
-        topology.add(Wired("Timer", self.name, (), self.writes, does="every few seconds: the claim and run steps' "
-                           "windowed drift deltas, one record per judge"))  # fmt: skip
+        topology.add(
+            Wired(
+                "Timer",
+                self.name,
+                (),
+                self.writes,
+                does="every few seconds: the claim and run steps' windowed drift deltas, one record per judge",
+            )
+        )
 
     async def flush(self) -> None:
         try:
@@ -308,5 +351,12 @@ class RubricCacheTask:
             await self.cache.run()
 
         app.task(rubric_cache)
-        topology.add(Wired("Task", self.name, ("rubrics",), (),
-                           does="every worker reads all of judge.rubrics into memory (a global table)"))  # fmt: skip
+        topology.add(
+            Wired(
+                "Task",
+                self.name,
+                ("rubrics",),
+                (),
+                does="every worker reads all of judge.rubrics into memory (a global table)",
+            )
+        )

@@ -268,7 +268,7 @@ class KafkaCluster:
                 voters=voters,
                 cluster_id=cluster_id,
                 heap="384m",
-            )  # fmt: skip
+            )
             for i, port in enumerate(controllers)
         ]
 

@@ -105,8 +105,19 @@ class EmbeddedPostgres(ServiceProcess):
         if self.user:
             shutil.chown(self.log_path, self.user, self.user)
         with open(self.log_path, "ab") as log:
-            cmd = [_bin("postgres"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p", str(self.port),
-                   "-k", str(self.workdir), "-c", "max_connections=200"]  # fmt: skip
+            cmd = [
+                _bin("postgres"),
+                "-D",
+                str(self.data_dir),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-k",
+                str(self.workdir),
+                "-c",
+                "max_connections=200",
+            ]
             self.process = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, user=self.user, start_new_session=True
             )
