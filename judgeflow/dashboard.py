@@ -275,88 +275,94 @@ def _bars(x: list[Any], y: list[Any], text: list[str] | None = None, **kw: Any) 
     )
 
 
-def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
-    """Every chart, sized by its card: no fixed width (the page draws them responsive), axes that
-    make room for their labels, values written on the bars."""
+def _layout(title: str, **kw: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "x": 0.01, "xanchor": "left"},
+        "height": CHART_HEIGHT,
+        "autosize": True,
+        "margin": {"l": 10, "r": 10, "t": 64, "b": 10},
+        "xaxis": {"automargin": True},
+        "yaxis": {"automargin": True, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+        **kw,
+    }
 
-    def layout(title: str, **kw: Any) -> dict[str, Any]:
-        return {
-            "title": {"text": title, "x": 0.01, "xanchor": "left"},
-            "height": CHART_HEIGHT,
-            "autosize": True,
-            "margin": {"l": 10, "r": 10, "t": 64, "b": 10},
-            "xaxis": {"automargin": True},
-            "yaxis": {"automargin": True, "rangemode": "tozero"},
-            "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
-            **kw,
-        }
 
-    runs = _counts_in_order(data["evaluations"]["by_route"], EVALUATION_ROUTES)
-    queues = _counts_in_order(data["queues"], CLAIM_ROUTES)
+def _dead_letters_figure(data: dict[str, Any]) -> go.Figure:
     dead = list(reversed(data["dead_letters"]))  # largest at the top
     most = max([1, *(n for _, n in dead)])  # room for the count written after the longest bar
+    return go.Figure(
+        _bars([n for _, n in dead], [c for c, _ in dead], text=[str(n) for _, n in dead], orientation="h"),
+        layout=_layout(
+            "Dead letters by code",
+            xaxis={"automargin": True, "range": [0, most * 1.15]},
+            yaxis={"automargin": True, "type": "category"},
+        ),
+    )
+
+
+def _judges_figure(data: dict[str, Any]) -> go.Figure:
     judges = [j["judge_id"] for j in data["judges"]]
     rates = [j["contradiction_rate"] for j in data["judges"]]
     kappas = [j["kappa"] for j in data["judges"]]
     low = min([0.0, *(v for v in rates + kappas if v is not None)])
+    return go.Figure(
+        [
+            _bars(judges, [v or 0.0 for v in rates], [_number(v) for v in rates], name="contradiction rate"),
+            _bars(
+                judges,
+                [v or 0.0 for v in kappas],
+                [_number(v) for v in kappas],
+                name="kappa vs human",
+                hovertext=["undefined: no reviews or one label" if v is None else "" for v in kappas],
+            ),
+        ],
+        layout=_layout(
+            "Judge drift and agreement with humans",
+            barmode="group",
+            yaxis={"automargin": True, "range": [low - 0.1, 1.15]},
+        ),
+    )
+
+
+def _scores_figure(data: dict[str, Any]) -> go.Figure:
     models = sorted({m for m, _, _ in data["scores"]})
+    buckets = [f"{b}–{b + 9}" for b in range(0, 100, 10)]
+    return go.Figure(
+        [
+            go.Bar(
+                name=m,
+                x=[f"{b}–{b + 9}" for mm, b, _ in data["scores"] if mm == m],
+                y=[n for mm, _, n in data["scores"] if mm == m],
+            )
+            for m in models
+        ],
+        layout=_layout(
+            "Overall score distribution by judge",
+            barmode="group",
+            xaxis={"automargin": True, "type": "category", "categoryorder": "array", "categoryarray": buckets},
+        ),
+    )
+
+
+def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
+    """Every chart, sized by its card: no fixed width (the page draws them responsive), axes that
+    make room for their labels, values written on the bars."""
+    runs = _counts_in_order(data["evaluations"]["by_route"], EVALUATION_ROUTES)
+    queues = _counts_in_order(data["queues"], CLAIM_ROUTES)
+    throughput = go.Scatter(
+        x=[t for t, _ in data["throughput"]],
+        y=[n for _, n in data["throughput"]],
+        mode="lines+markers",
+        cliponaxis=False,
+    )
     return {
-        "evaluations": go.Figure(_bars(list(runs), list(runs.values())), layout=layout("Evaluation runs by route")),
-        "queues": go.Figure(_bars(list(queues), list(queues.values())), layout=layout("Claims by route (final)")),
-        "throughput": go.Figure(
-            go.Scatter(
-                x=[t for t, _ in data["throughput"]],
-                y=[n for _, n in data["throughput"]],
-                mode="lines+markers",
-                cliponaxis=False,
-            ),
-            layout=layout("Input events per 10 s"),
-        ),
-        "dead_letters": go.Figure(
-            _bars([n for _, n in dead], [c for c, _ in dead], text=[str(n) for _, n in dead], orientation="h"),
-            layout=layout(
-                "Dead letters by code",
-                xaxis={"automargin": True, "range": [0, most * 1.15]},
-                yaxis={"automargin": True, "type": "category"},
-            ),
-        ),
-        "judges": go.Figure(
-            [
-                _bars(judges, [v or 0.0 for v in rates], [_number(v) for v in rates], name="contradiction rate"),
-                _bars(
-                    judges,
-                    [v or 0.0 for v in kappas],
-                    [_number(v) for v in kappas],
-                    name="kappa vs human",
-                    hovertext=["undefined: no reviews or one label" if v is None else "" for v in kappas],
-                ),
-            ],
-            layout=layout(
-                "Judge drift and agreement with humans",
-                barmode="group",
-                yaxis={"automargin": True, "range": [low - 0.1, 1.15]},
-            ),
-        ),
-        "scores": go.Figure(
-            [
-                go.Bar(
-                    name=m,
-                    x=[f"{b}–{b + 9}" for mm, b, _ in data["scores"] if mm == m],
-                    y=[n for mm, _, n in data["scores"] if mm == m],
-                )
-                for m in models
-            ],
-            layout=layout(
-                "Overall score distribution by judge",
-                barmode="group",
-                xaxis={
-                    "automargin": True,
-                    "type": "category",
-                    "categoryorder": "array",
-                    "categoryarray": [f"{b}–{b + 9}" for b in range(0, 100, 10)],
-                },
-            ),
-        ),
+        "evaluations": go.Figure(_bars(list(runs), list(runs.values())), layout=_layout("Evaluation runs by route")),
+        "queues": go.Figure(_bars(list(queues), list(queues.values())), layout=_layout("Claims by route (final)")),
+        "throughput": go.Figure(throughput, layout=_layout("Input events per 10 s")),
+        "dead_letters": _dead_letters_figure(data),
+        "judges": _judges_figure(data),
+        "scores": _scores_figure(data),
     }
 
 

@@ -420,96 +420,74 @@ def _services(work: Path, keep: bool) -> Iterator[tuple[RunningServices, bool]]:
         yield services, not configured
 
 
-def run_demo(
-    runs: int = 30,
-    claims: int = 1000,
-    seed: int = 7,
-    timeout: float = 300.0,
-    judge_timeout: float = 15.0,
-    keep: bool = False,
-) -> int:
-    console = Console()
-    t0 = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="judgeflow-demo-"))
-    processes: list[subprocess.Popen[bytes]] = []
-    kept: list[str] = []
-    try:
-        with _services(work, keep) as (services, started_here):
-            for name, url, secs in (
-                ("kafka", services.kafka_bootstrap_servers, services.kafka_seconds),
-                ("postgres", services.database_url.split("@")[-1], services.postgres_seconds),
-            ):
-                how = f"started in {secs:.1f}s" if secs else "configured"
-                console.print(f"{name:9}{url}  ({how})")
-            stamp = int(time.time())
-            prefix, schema = f"demo{stamp}.", f"judgeflow_demo_{stamp}"  # fresh topics and read models per run
-            console.print(f"topics   {prefix}*\nschema   {schema}")
-            names = TopicNames.with_prefix(prefix)
-            bootstrap = services.kafka_bootstrap_servers
-            asyncio.run(ensure_topics(bootstrap, names, partitions=4, replication=1))
-            migrate(services.database_url, schema)
-            env = {
-                **os.environ,
-                **services.env(),
-                "JUDGEFLOW_TOPIC_PREFIX": prefix,
-                "JUDGEFLOW_APP_ID": f"judgeflow-{prefix.rstrip('.')}",
-                "JUDGEFLOW_TIMER_INTERVAL": "0.5",
-                "JUDGEFLOW_DATA_DIR": str(work / "worker"),
-                "JUDGEFLOW_DRIFT_FLUSH_SECONDS": "1",
-            }
-            processes.append(_spawn(["worker", "--loglevel", "warn"], env, work / "worker.log"))
-            processes.append(_spawn(["projector", "--schema", schema], env, work / "projector.log"))
-            first, pub = run_records(names, runs, seed, judge_timeout)
-            first += nightly_claims(names, claims, seed, pub)
-            with Progress(console=console) as progress:
-                asyncio.run(_send(bootstrap, first, progress, "publishing", pub))
-                asyncio.run(_follow_up(bootstrap, names, claims, seed, progress, pub, timeout))
-                task = progress.add_task("waiting for Postgres", total=1.0)
-                deadline = time.monotonic() + timeout
-                with psycopg.connect(
-                    services.database_url, autocommit=True, options=f"-c search_path={schema}"
-                ) as conn:
-                    counts = _counts(conn)
-                    while not _accounted(counts, pub, claims) and time.monotonic() < deadline:
-                        if any(p.poll() is not None for p in processes):
-                            break
-                        time.sleep(0.5)
-                        counts = _counts(conn)
-                        progress.update(
-                            task,
-                            completed=min(
-                                1.0, (counts["checks"] + counts["outputs"]) / max(1, pub.checks + pub.outputs)
-                            ),
-                        )
-                    ok = _accounted(counts, pub, claims)
-                    progress.update(task, completed=1.0 if ok else None)
-                    if ok and claims >= DRIFT_CLAIMS:
-                        _wait_for_drift_alert(conn, min(60.0, max(1.0, deadline - time.monotonic())))
-            with psycopg.connect(services.database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
-                _summary(console, conn, counts, pub)
-                report = Path(os.environ.get("JUDGEFLOW_STATE_DIR", ".judgeflow")) / "demo-report.html"
-                report.parent.mkdir(parents=True, exist_ok=True)
-                report.write_text(report_html(dashboard_summary(conn)))
-                print(f"HTML report: {report.resolve()}", flush=True)  # one line, never wrapped
-            _stop(processes)
-            if keep or not started_here or os.environ.get("DATABASE_URL"):
-                kept = kept_lines(
-                    services.database_url,
-                    schema,
-                    keep and started_here,
-                    judgeflow_command(),
-                    os.environ.get("JUDGEFLOW_STATE_DIR"),
-                )
-    except KeyboardInterrupt:
-        console.print(
-            "interrupted: stopping the worker and the projector"
-            + (" (services kept: `judgeflow services down` stops them)" if keep else " and the services")
-        )
-        _stop(processes)
-        return 130
-    finally:
-        _stop(processes)
-    elapsed = time.monotonic() - t0
+def _announce(console: Console, services: Any) -> None:
+    for name, url, secs in (
+        ("kafka", services.kafka_bootstrap_servers, services.kafka_seconds),
+        ("postgres", services.database_url.split("@")[-1], services.postgres_seconds),
+    ):
+        how = f"started in {secs:.1f}s" if secs else "configured"
+        console.print(f"{name:9}{url}  ({how})")
+
+
+def _start(
+    console: Console, services: Any, work: Path, processes: list[subprocess.Popen[bytes]]
+) -> tuple[TopicNames, str]:
+    """Fresh topics and read models for this run, and a worker and a projector on them."""
+    stamp = int(time.time())
+    prefix, schema = f"demo{stamp}.", f"judgeflow_demo_{stamp}"  # fresh topics and read models per run
+    console.print(f"topics   {prefix}*\nschema   {schema}")
+    names = TopicNames.with_prefix(prefix)
+    asyncio.run(ensure_topics(services.kafka_bootstrap_servers, names, partitions=4, replication=1))
+    migrate(services.database_url, schema)
+    env = {
+        **os.environ,
+        **services.env(),
+        "JUDGEFLOW_TOPIC_PREFIX": prefix,
+        "JUDGEFLOW_APP_ID": f"judgeflow-{prefix.rstrip('.')}",
+        "JUDGEFLOW_TIMER_INTERVAL": "0.5",
+        "JUDGEFLOW_DATA_DIR": str(work / "worker"),
+        "JUDGEFLOW_DRIFT_FLUSH_SECONDS": "1",
+    }
+    processes.append(_spawn(["worker", "--loglevel", "warn"], env, work / "worker.log"))
+    processes.append(_spawn(["projector", "--schema", schema], env, work / "projector.log"))
+    return names, schema
+
+
+def _wait_accounted(
+    conn: psycopg.Connection,
+    pub: Published,
+    claims: int,
+    processes: list[subprocess.Popen[bytes]],
+    progress: Progress,
+    timeout: float,
+) -> tuple[dict[str, int], bool]:
+    """Poll Postgres until every published event is projected or dead-lettered (or a process died, or time is up)."""
+    task = progress.add_task("waiting for Postgres", total=1.0)
+    deadline = time.monotonic() + timeout
+    counts = _counts(conn)
+    while not _accounted(counts, pub, claims) and time.monotonic() < deadline:
+        if any(p.poll() is not None for p in processes):
+            break
+        time.sleep(0.5)  # the poll interval of a progress bar, not a synchronisation
+        counts = _counts(conn)
+        done = (counts["checks"] + counts["outputs"]) / max(1, pub.checks + pub.outputs)
+        progress.update(task, completed=min(1.0, done))
+    ok = _accounted(counts, pub, claims)
+    progress.update(task, completed=1.0 if ok else None)
+    if ok and claims >= DRIFT_CLAIMS:
+        _wait_for_drift_alert(conn, min(60.0, max(1.0, deadline - time.monotonic())))
+    return counts, ok
+
+
+def _report(console: Console, conn: psycopg.Connection, counts: dict[str, int], pub: Published) -> None:
+    _summary(console, conn, counts, pub)
+    report = Path(os.environ.get("JUDGEFLOW_STATE_DIR", ".judgeflow")) / "demo-report.html"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(report_html(dashboard_summary(conn)))
+    print(f"HTML report: {report.resolve()}", flush=True)  # one line, never wrapped
+
+
+def _verdict(console: Console, ok: bool, elapsed: float, kept: list[str], work: Path) -> int:
     for line in kept:
         print(line, flush=True)  # plain lines, never wrapped: they are commands to copy
     if not kept:
@@ -526,3 +504,51 @@ def run_demo(
         tail = (work / p).read_text(errors="replace").splitlines()[-15:] if (work / p).exists() else []
         console.print(f"--- {p}\n" + "\n".join(tail))
     return 1
+
+
+def run_demo(
+    runs: int = 30,
+    claims: int = 1000,
+    seed: int = 7,
+    timeout: float = 300.0,
+    judge_timeout: float = 15.0,
+    keep: bool = False,
+) -> int:
+    console = Console()
+    t0 = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="judgeflow-demo-"))
+    processes: list[subprocess.Popen[bytes]] = []
+    kept: list[str] = []
+    ok = False
+    try:
+        with _services(work, keep) as (services, started_here):
+            _announce(console, services)
+            names, schema = _start(console, services, work, processes)
+            bootstrap, url, search_path = (
+                services.kafka_bootstrap_servers,
+                services.database_url,
+                f"-c search_path={schema}",
+            )
+            first, pub = run_records(names, runs, seed, judge_timeout)
+            first += nightly_claims(names, claims, seed, pub)
+            with Progress(console=console) as progress:
+                asyncio.run(_send(bootstrap, first, progress, "publishing", pub))
+                asyncio.run(_follow_up(bootstrap, names, claims, seed, progress, pub, timeout))
+                with psycopg.connect(url, autocommit=True, options=search_path) as conn:
+                    counts, ok = _wait_accounted(conn, pub, claims, processes, progress, timeout)
+            with psycopg.connect(url, autocommit=True, options=search_path) as conn:
+                _report(console, conn, counts, pub)
+            _stop(processes)
+            if keep or not started_here or os.environ.get("DATABASE_URL"):
+                state_dir = os.environ.get("JUDGEFLOW_STATE_DIR")
+                kept = kept_lines(url, schema, keep and started_here, judgeflow_command(), state_dir)
+    except KeyboardInterrupt:
+        console.print(
+            "interrupted: stopping the worker and the projector"
+            + (" (services kept: `judgeflow services down` stops them)" if keep else " and the services")
+        )
+        _stop(processes)
+        return 130
+    finally:
+        _stop(processes)
+    return _verdict(console, ok, time.monotonic() - t0, kept, work)

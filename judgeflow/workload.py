@@ -84,6 +84,82 @@ def evaluation_run(
     }
 
 
+def _evidence(rng: random.Random, k: int) -> dict[str, Any]:
+    if k % 2 == 0:
+        return {
+            "type": "transcript_line",
+            "id": str(rng.randint(1, 900)),
+            "excerpt": "TypeError: Cannot read property of null",
+        }
+    return {"type": "tool_call", "id": f"tc_{rng.randrange(16**6):06x}", "location": f"step:{rng.randint(1, 40)}"}
+
+
+def _dimension(rng: random.Random, dim_key: str, score: int, evidence: int) -> dict[str, Any]:
+    return {
+        "dimension_key": dim_key,
+        "score": score,
+        "reasoning": f"The {dim_key.replace('_', ' ')} at line {rng.randint(5, 400)} "
+        f"handles the null input path and the retry after tool error",
+        "evidence_refs": [_evidence(rng, k) for k in range(evidence)],
+        "band_label": band(score),
+    }
+
+
+def _lanes(
+    rng: random.Random, lanes: dict[str, list[tuple[str, float]]], base: int, evidence: int
+) -> list[dict[str, Any]]:
+    """Each lane's score is the weighted mean of its dimensions', each of those near `base`."""
+    lane_docs: list[dict[str, Any]] = []
+    for lane_key, dims in lanes.items():
+        dim_docs, total, weight_sum = [], 0.0, 0.0
+        for dim_key, weight in dims:
+            score = max(0, min(100, base + rng.randint(-8, 8)))
+            total += score * weight
+            weight_sum += weight
+            dim_docs.append(_dimension(rng, dim_key, score, evidence))
+        lane_docs.append({"lane_key": lane_key, "lane_score": round(total / weight_sum), "dimension_scores": dim_docs})
+    return lane_docs
+
+
+def _adjustments(rng: random.Random, wanted: bool) -> list[dict[str, Any]]:
+    if not wanted:
+        return []
+    return [
+        {
+            "flag_code": "COPY_PASTE_DETECTED",
+            "description": "Solution body copied verbatim from the prompt's example block",
+            "deduction": -rng.randint(5, 20),
+            "evidence_refs": [{"type": "diff_hunk", "id": "src/solve.py:10:42"}],
+        }
+    ]
+
+
+def _flags(wanted: bool) -> list[dict[str, Any]]:
+    if not wanted:
+        return []
+    return [
+        {
+            "flag_code": "PROMPT_INJECTION_ATTEMPT",
+            "severity": "warning",
+            "description": "Transcript contains an instruction aimed at the judge",
+            "evidence_refs": [{"type": "transcript_line", "id": "12"}],
+            "auto_disqualify": False,
+        }
+    ]
+
+
+def _telemetry(rng: random.Random, steps: int, errors: int) -> dict[str, Any]:
+    return {
+        "tool_call_count": rng.randint(5, 60),
+        "step_count": steps,
+        "error_count": errors,
+        "error_rate": round(errors / steps, 4),
+        "total_tokens_used": rng.randint(2_000, 90_000),
+        "wall_time_seconds": round(rng.uniform(20, 900), 2),
+        "telemetry_unavailable_reason": None,
+    }
+
+
 def judge_output(
     rng: random.Random,
     run_id: str,
@@ -98,64 +174,15 @@ def judge_output(
     with_flag: bool = False,
     evidence_per_dimension: int = 2,
 ) -> dict[str, Any]:
-    """One judge output of schema 2.1, internally consistent (lane = weighted dimension mean)."""
-    lanes = lanes or LANES
+    """One judge output of schema 2.1, internally consistent (lane = weighted dimension mean).
+
+    The same `rng` state gives the same document: the helpers draw in a fixed order."""
     base = base_score if base_score is not None else rng.randint(35, 90)
-    lane_docs: list[dict[str, Any]] = []
-    for lane_key, dims in lanes.items():
-        dim_docs, total, weight_sum = [], 0.0, 0.0
-        for dim_key, weight in dims:
-            score = max(0, min(100, base + rng.randint(-8, 8)))
-            total += score * weight
-            weight_sum += weight
-            dim_docs.append(
-                {
-                    "dimension_key": dim_key,
-                    "score": score,
-                    "reasoning": f"The {dim_key.replace('_', ' ')} at line {rng.randint(5, 400)} "
-                    f"handles the null input path and the retry after tool error",
-                    "evidence_refs": [
-                        {
-                            "type": "transcript_line",
-                            "id": str(rng.randint(1, 900)),
-                            "excerpt": "TypeError: Cannot read property of null",
-                        }
-                        if k % 2 == 0
-                        else {
-                            "type": "tool_call",
-                            "id": f"tc_{rng.randrange(16**6):06x}",
-                            "location": f"step:{rng.randint(1, 40)}",
-                        }
-                        for k in range(evidence_per_dimension)
-                    ],
-                    "band_label": band(score),
-                }
-            )
-        lane_docs.append({"lane_key": lane_key, "lane_score": round(total / weight_sum), "dimension_scores": dim_docs})
+    lane_docs = _lanes(rng, lanes or LANES, base, evidence_per_dimension)
     if status == "partial":
         lane_docs = lane_docs[: max(1, len(lane_docs) - 1)]
     overall = round(sum(lane["lane_score"] for lane in lane_docs) / len(lane_docs)) if lane_docs else 0
-    adjustments: list[dict[str, Any]] = []
-    if with_adjustment:
-        adjustments.append(
-            {
-                "flag_code": "COPY_PASTE_DETECTED",
-                "description": "Solution body copied verbatim from the prompt's example block",
-                "deduction": -rng.randint(5, 20),
-                "evidence_refs": [{"type": "diff_hunk", "id": "src/solve.py:10:42"}],
-            }
-        )
-    flags = []
-    if with_flag:
-        flags.append(
-            {
-                "flag_code": "PROMPT_INJECTION_ATTEMPT",
-                "severity": "warning",
-                "description": "Transcript contains an instruction aimed at the judge",
-                "evidence_refs": [{"type": "transcript_line", "id": "12"}],
-                "auto_disqualify": False,
-            }
-        )
+    adjustments = _adjustments(rng, with_adjustment)
     started = EPOCH + timedelta(seconds=rng.randint(0, 3600))
     steps = rng.randint(10, 80)
     errors = rng.randint(0, 5)
@@ -173,18 +200,10 @@ def judge_output(
         "primary_weakness": f"The retry loop in fetch_page() swallows the timeout error at step {rng.randint(2, 30)}",
         "confidence": rng.choice(["high", "high", "medium", "low"]),
         "confidence_reasoning": "Transcript and test output agree; two tool errors were ambiguous",
-        "flags": flags,
+        "flags": _flags(with_flag),
         "integrity_adjustments": adjustments,
         "integrity_adjusted_score": max(0, overall + sum(a["deduction"] for a in adjustments)),
-        "telemetry_summary": {
-            "tool_call_count": rng.randint(5, 60),
-            "step_count": steps,
-            "error_count": errors,
-            "error_rate": round(errors / steps, 4),
-            "total_tokens_used": rng.randint(2_000, 90_000),
-            "wall_time_seconds": round(rng.uniform(20, 900), 2),
-            "telemetry_unavailable_reason": None,
-        },
+        "telemetry_summary": _telemetry(rng, steps, errors),
         "status": status,
         "failure_reason": "judge timed out after scoring 2 of 3 lanes" if status == "partial" else None,
         "completed_lane_keys": [lane["lane_key"] for lane in lane_docs],

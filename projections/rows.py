@@ -36,6 +36,7 @@ from schemas import (
 )
 from schemas.decoding import MAX_PAYLOAD_BYTES
 from schemas.drift import JudgeDriftAlert
+from schemas.judge_output import EvidenceRef
 from streams.edge import H_SOURCE, H_SOURCE_VERSION, H_WARNINGS, SourceRef, dead_letter, require_key
 from streams.topics import INPUT_ROLES, TopicNames
 
@@ -359,43 +360,99 @@ def _invalid(ev: InvalidEvent, rows: Rows) -> None:
 
 
 def _judge_output(record: Record, rows: Rows, at: datetime) -> None:
+    """A validated judge output: its row, then its children (only the first copy in a batch adds rows)."""
     o = JudgeOutput.model_validate_json(record.value or b"")
     headers = dict(record.headers)
-    src_topic, src_partition, src_offset = _coordinates(headers.get(H_SOURCE, b"").decode(), record)
-    source_version = headers.get(H_SOURCE_VERSION, o.schema_version.encode()).decode()
     _placeholders(rows, at, run=o.evaluation_run_id, submission=o.submission_id, rubric=o.rubric_version_id)
     oid = uuid.uuid5(ROW_NS, f"judge_output/{o.judge_run_id}")
     if oid in rows.outputs:
         return
     rows.outputs.add(oid)
-    rows.add(
-        "judge_outputs",
-        (
-            oid,
-            o.evaluation_run_id,
-            o.submission_id,
-            o.rubric_version_id,
-            o.judge_run_id,
-            o.judge_model,
-            o.schema_version,
-            source_version,
-            o.overall_score,
-            o.integrity_adjusted_score,
-            o.positive_signal,
-            o.primary_weakness,
-            o.confidence,
-            o.confidence_reasoning,
-            o.status,
-            o.failure_reason,
-            o.completed_lane_keys,
-            o.judge_started_at,
-            o.judge_completed_at,
-            src_topic,
-            src_partition,
-            src_offset,
-            at,
-        ),
+    rows.add("judge_outputs", _output_row(o, oid, record, headers, at))
+    _lane_rows(o, oid, rows, at)
+    _flag_and_adjustment_rows(o, oid, rows, at)
+    t = o.telemetry_summary
+    telemetry = (
+        t.tool_call_count,
+        t.step_count,
+        t.error_count,
+        t.error_rate,
+        t.total_tokens_used,
+        t.wall_time_seconds,
+        t.telemetry_unavailable_reason,
     )
+    rows.add_child("judge_telemetry", oid, (child_id(oid, TELEMETRY), oid, *telemetry))
+    for i, w in enumerate(json.loads(headers.get(H_WARNINGS, b"[]"))):
+        rows.add_child(
+            "judge_output_warnings", oid, (child_id(oid, WARNING, i), oid, w["code"], w["loc"], w["message"])
+        )
+
+
+def _output_row(
+    o: JudgeOutput, oid: uuid.UUID, record: Record, headers: dict[str, bytes], at: datetime
+) -> tuple[Any, ...]:
+    """The `judge_outputs` row: the output's fields, the version its producer sent, where its raw event is."""
+    src_topic, src_partition, src_offset = _coordinates(headers.get(H_SOURCE, b"").decode(), record)
+    source_version = headers.get(H_SOURCE_VERSION, o.schema_version.encode()).decode()
+    return (
+        oid,
+        o.evaluation_run_id,
+        o.submission_id,
+        o.rubric_version_id,
+        o.judge_run_id,
+        o.judge_model,
+        o.schema_version,
+        source_version,
+        o.overall_score,
+        o.integrity_adjusted_score,
+        o.positive_signal,
+        o.primary_weakness,
+        o.confidence,
+        o.confidence_reasoning,
+        o.status,
+        o.failure_reason,
+        o.completed_lane_keys,
+        o.judge_started_at,
+        o.judge_completed_at,
+        src_topic,
+        src_partition,
+        src_offset,
+        at,
+    )
+
+
+def _ref_row(
+    ref_id: uuid.UUID,
+    oid: uuid.UUID,
+    parent_type: str,
+    parent: uuid.UUID,
+    position: int,
+    ref: EvidenceRef,
+    at: datetime,
+) -> tuple[Any, ...]:
+    """A `judge_evidence_refs` row: the parent's id, and again in the column of its kind."""
+    dimension, adjustment, flag = (parent if parent_type == kind else None for kind in _REF_PARENTS)
+    return (
+        ref_id,
+        oid,
+        parent_type,
+        parent,
+        dimension,
+        adjustment,
+        flag,
+        position,
+        ref.type,
+        ref.id,
+        ref.location,
+        ref.excerpt,
+        at,
+    )
+
+
+_REF_PARENTS = ("dimension_score", "integrity_adjustment", "flag")
+
+
+def _lane_rows(o: JudgeOutput, oid: uuid.UUID, rows: Rows, at: datetime) -> None:
     add = rows.add_child
     for li, lane in enumerate(o.lane_scores):
         lid = child_id(oid, LANE, li)
@@ -407,47 +464,19 @@ def _judge_output(record: Record, rows: Rows, at: datetime) -> None:
                 add(
                     "judge_evidence_refs",
                     oid,
-                    (
-                        child_id(oid, DIMENSION_REF, li, di, i),
-                        oid,
-                        "dimension_score",
-                        did,
-                        did,
-                        None,
-                        None,
-                        i,
-                        ref.type,
-                        ref.id,
-                        ref.location,
-                        ref.excerpt,
-                        at,
-                    ),
+                    _ref_row(child_id(oid, DIMENSION_REF, li, di, i), oid, "dimension_score", did, i, ref, at),
                 )
+
+
+def _flag_and_adjustment_rows(o: JudgeOutput, oid: uuid.UUID, rows: Rows, at: datetime) -> None:
+    add = rows.add_child
     for i, flag in enumerate(o.flags):
         fid = child_id(oid, FLAG, i)
         add(
             "judge_flags", oid, (fid, oid, i, flag.flag_code, flag.severity, flag.description, flag.auto_disqualify, at)
         )
         for j, ref in enumerate(flag.evidence_refs or []):
-            add(
-                "judge_evidence_refs",
-                oid,
-                (
-                    child_id(oid, FLAG_REF, i, j),
-                    oid,
-                    "flag",
-                    fid,
-                    None,
-                    None,
-                    fid,
-                    j,
-                    ref.type,
-                    ref.id,
-                    ref.location,
-                    ref.excerpt,
-                    at,
-                ),
-            )
+            add("judge_evidence_refs", oid, _ref_row(child_id(oid, FLAG_REF, i, j), oid, "flag", fid, j, ref, at))
     for i, adj in enumerate(o.integrity_adjustments):
         aid = child_id(oid, ADJUSTMENT, i)
         add("judge_integrity_adjustments", oid, (aid, oid, i, adj.flag_code, adj.description, adj.deduction, at))
@@ -455,40 +484,8 @@ def _judge_output(record: Record, rows: Rows, at: datetime) -> None:
             add(
                 "judge_evidence_refs",
                 oid,
-                (
-                    child_id(oid, ADJUSTMENT_REF, i, j),
-                    oid,
-                    "integrity_adjustment",
-                    aid,
-                    None,
-                    aid,
-                    None,
-                    j,
-                    ref.type,
-                    ref.id,
-                    ref.location,
-                    ref.excerpt,
-                    at,
-                ),
+                _ref_row(child_id(oid, ADJUSTMENT_REF, i, j), oid, "integrity_adjustment", aid, j, ref, at),
             )
-    t = o.telemetry_summary
-    add(
-        "judge_telemetry",
-        oid,
-        (
-            child_id(oid, TELEMETRY),
-            oid,
-            t.tool_call_count,
-            t.step_count,
-            t.error_count,
-            t.error_rate,
-            t.total_tokens_used,
-            t.wall_time_seconds,
-            t.telemetry_unavailable_reason,
-        ),
-    )
-    for i, w in enumerate(json.loads(headers.get(H_WARNINGS, b"[]"))):
-        add("judge_output_warnings", oid, (child_id(oid, WARNING, i), oid, w["code"], w["loc"], w["message"]))
 
 
 def _coordinates(coordinates: str, record: Record) -> tuple[str, int, int]:
