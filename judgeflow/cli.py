@@ -188,11 +188,11 @@ def projector(ctx: click.Context, schema: str) -> None:
 
     from judgeflow.allocator import pin_mmap_threshold
     from judgeflow.health import serve_health_from_env
-    from judgeflow.metrics import ProjectorMetrics
+    from judgeflow.metrics import ProjectorMetrics, bind_health
     from judgeflow.quiet_logs import quiet_repeats
     from projections.migrate import migrate as apply
     from projections.projector import Projector, ProjectorOutage, ProjectorStalled
-    from streams.outage import Reachability
+    from streams.outage import BROKER, POSTGRES, Reachability
     from streams.topics import TopicNames
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
@@ -221,6 +221,8 @@ def projector(ctx: click.Context, schema: str) -> None:
             log=logging.getLogger("judgeflow.projector"),
         ),
     )
+
+    bind_health(proj.health, proj.outage, (BROKER, POSTGRES))
 
     async def run() -> None:
         health = await serve_health_from_env(proj.health, settings.web_host)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge, start_http_server
 
+from judgeflow.health import Status
+from streams.outage import Reachability
 from streams.watchdog import Action, WatchdogState
 
 log = logging.getLogger("judgeflow.metrics")
@@ -39,6 +42,35 @@ PROJECTION_REJECTS = Counter(
     "PROJECTION_UNDECODABLE: it could not be made into rows)",
     ["topic", "code"],
 )
+
+
+LIVE = Gauge("judgeflow_live", "1 while the process is live (/healthz answers 200), else 0; read at scrape time")
+READY = Gauge("judgeflow_ready", "1 while the process is ready (/readyz answers 200), else 0; read at scrape time")
+UNREACHABLE_SECONDS = Gauge(
+    "judgeflow_unreachable_seconds",
+    "How long the process has not reached a dependency (broker, Postgres): 0 while it answers",
+    ["dependency"],
+)
+
+
+def bind_health(status: Callable[[], Status], outage: Reachability, dependencies: tuple[str, ...]) -> None:
+    """Health as gauges, computed when Prometheus scrapes, from the same verdict /healthz and /readyz give: alert
+    rules see what an orchestrator's probe sees (deploy/prometheus/alerts.yml)."""
+
+    def verdict(ready: bool) -> float:
+        try:
+            state = status()
+            return float(state.ready if ready else state.live)
+        except Exception:  # a broken provider is unhealthy, as /healthz says
+            return 0.0
+
+    LIVE.set_function(lambda: verdict(False))
+    READY.set_function(lambda: verdict(True))
+    def unreachable_for(dependency: str) -> Callable[[], float]:
+        return lambda: outage.down().get(dependency, 0.0)
+
+    for dependency in dependencies:
+        UNREACHABLE_SECONDS.labels(dependency).set_function(unreachable_for(dependency))
 
 
 def export_watchdog(state: WatchdogState) -> None:

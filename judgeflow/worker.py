@@ -12,9 +12,10 @@ import faust
 
 from judgeflow.config import Settings, drift_options
 from judgeflow.health import HealthServer, serve_health_from_env
+from judgeflow.metrics import bind_health
 from judgeflow.quiet_logs import quiet_repeats
 from streams.app import WorkerOptions, build_app
-from streams.outage import Reachability
+from streams.outage import BROKER, Reachability
 from streams.topics import TopicNames
 from streams.watchdog import WatchdogState
 
@@ -110,6 +111,7 @@ def build_worker(settings: Settings) -> faust.App:
         """/healthz, /readyz and /metrics from the worker's own event loop (JUDGEFLOW_METRICS_PORT); and, Faust's
         logging being set up by now, the Kafka clients' repeating lines held to one per interval."""
         quiet_repeats(settings.log_repeat_seconds)
+        bind_health(status, outage, (BROKER,))
         server = await serve_health_from_env(status, settings.web_host)
         if server is not None:
             servers.append(server)
