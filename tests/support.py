@@ -1,14 +1,18 @@
-"""Test helpers that talk to real services: produce, consume until, run a worker."""
+"""Test helpers that talk to real services: produce, consume until, run a worker, ask its health server."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -228,3 +232,27 @@ def project_to_end(bootstrap: str, prefix: str, tmp: Path, database_url: str, sc
         ends = projected_topic_ends(bootstrap, names)
         wait_for(lambda: projection_reached(database_url, schema, ends), timeout, "projector at the end offsets",
                  projector)  # fmt: skip
+
+
+def http_get(port: int, path: str) -> tuple[int, Any]:
+    """Status and body of a GET on a local health server: JSON, or the text of /metrics; (0, {"error": why})
+    while nothing listens yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            code, body = resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        code, body = exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, {"error": str(exc)}
+    return code, (json.loads(body) if path != "/metrics" else body)
+
+
+def metrics_text(port: int) -> str:
+    """The text of /metrics, or "" while it does not answer 200."""
+    code, text = http_get(port, "/metrics")
+    return str(text) if code == 200 else ""
+
+
+def metric(text: str, name: str) -> list[float]:
+    """Every sample of the metric `name` in a Prometheus text page, whatever its labels."""
+    return [float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)]

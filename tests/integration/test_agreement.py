@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 import math
 import random
-from pathlib import Path
 from typing import Any
 
 import krippendorff
 import numpy as np
-import psycopg
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
@@ -22,15 +20,7 @@ from projections.agreement_store import NO_RUBRIC
 from projections.rebuild import rebuild
 from streams.edge import SourceRef, screen_claim_check, screen_judge_output
 from streams.topics import TopicNames
-from tests.support import (
-    ProjectorProcess,
-    create_topics,
-    produce,
-    projected_topic_ends,
-    projection_reached,
-    unique_prefix,
-    wait_for,
-)
+from tests.scaffold import Pipeline
 
 pytestmark = pytest.mark.integration
 RUNS = 6
@@ -51,12 +41,8 @@ def _valid(names: TopicNames, screen: Any, topic: str, key: str, doc: dict[str, 
     return getattr(names, valid.role), valid.key, valid.value
 
 
-def test_stored_agreement_equals_the_reference_packages(
-    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
-) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names)
+def test_stored_agreement_equals_the_reference_packages(pipeline: Pipeline) -> None:
+    prefix, names = pipeline.prefix, pipeline.names
     rid = workload.stable_id("rubric", prefix)
     rng = random.Random(16)
     judges = list(workload.JUDGE_MODELS)
@@ -93,22 +79,20 @@ def test_stored_agreement_equals_the_reference_packages(
                 doc["rubric_version_id"] = rubric
             claims[rubric].setdefault(claim_id, {})[judge] = verdict
             records.append(_valid(names, screen_claim_check, names.checks, claim_id, doc))
-    produce(kafka_bootstrap, records)
+    pipeline.send(records)
 
     def pending_done() -> bool:
-        with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+        with pipeline.connect() as conn:
             row = conn.execute("SELECT (SELECT count(*) FROM judge_agreement_pending), "
                                "(SELECT count(*) FROM judge_agreement)").fetchone()  # fmt: skip
         return row is not None and row[0] == 0 and row[1] > 0
 
-    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema,
-                          JUDGEFLOW_AGREEMENT_SECONDS="0") as projector:  # fmt: skip
-        ends = projected_topic_ends(kafka_bootstrap, names)
-        wait_for(lambda: projection_reached(database_url, schema, ends) and pending_done(), 120,
-                 "projector at the end offsets with every rubric's agreement refreshed", projector)  # fmt: skip
+    with pipeline.projector(JUDGEFLOW_AGREEMENT_SECONDS="0") as projector:
+        pipeline.wait_projected(projector, 120, "projector at the end offsets with every rubric's agreement refreshed",
+                                also=pending_done)  # fmt: skip
 
     def stored() -> dict[tuple[str, str, str, str], tuple[Any, ...]]:
-        with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+        with pipeline.connect() as conn:
             rows = conn.execute("SELECT rubric, coalesce(lane_key, ''), judges, statistic, value, ci_low, ci_high, "
                                 "units, pairable_values FROM judge_agreement_by_rubric").fetchall()  # fmt: skip
             names_ = dict(conn.execute("SELECT id::text, name FROM rubrics").fetchall())
@@ -140,5 +124,5 @@ def test_stored_agreement_equals_the_reference_packages(
         checked += 2
     assert checked == len(lanes) * 3 + 4
 
-    rebuild(kafka_bootstrap, database_url, names, schema=schema)
+    rebuild(pipeline.bootstrap, pipeline.database_url, names, schema=pipeline.schema)
     assert stored() == figures

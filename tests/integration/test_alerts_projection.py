@@ -8,24 +8,14 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from judgeflow.dashboard import _alerts, summary
 from schemas import ReconciliationRevision, RoutingDecision, StaleWorkAlert
-from streams.topics import TopicNames
-from tests.support import (
-    REPO,
-    ProjectorProcess,
-    create_topics,
-    produce,
-    projected_topic_ends,
-    projection_reached,
-    unique_prefix,
-    wait_for,
-)
+from tests.scaffold import Pipeline
+from tests.support import REPO
 
 pytestmark = pytest.mark.integration
 ALERT_NS = uuid.UUID("8f5c2a3e-1d4b-5e6f-a7b8-c9d0e1f2a3b4")
@@ -68,12 +58,8 @@ def report(database_url: str, schema: str) -> str:
     return done.stdout
 
 
-def test_alerts_are_projected_once_and_listed_while_their_work_is_open(
-    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
-) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names)
+def test_alerts_are_projected_once_and_listed_while_their_work_is_open(pipeline: Pipeline) -> None:
+    prefix, names = pipeline.prefix, pipeline.names
     run_open, run_final, run_late = (str(uuid.uuid5(ALERT_NS, f"{prefix}run/{i}")) for i in range(3))
     overdue = {
         r: alert("run_overdue", "evaluation_run", r, f"run {r[:8]} not final 60s after its deadline",
@@ -94,13 +80,13 @@ def test_alerts_are_projected_once_and_listed_while_their_work_is_open(
     first.append((names.reconciled, run_final.encode(), final_revision(run_final).model_dump_json().encode()))
     first += [(getattr(names, route), c.encode(), decision(c, route).model_dump_json().encode())
               for c, route in ((f"{prefix}c-done", "done"), (f"{prefix}c-second", "second_judge"))]  # fmt: skip
-    produce(kafka_bootstrap, first)
+    pipeline.send(first)
 
-    conn = psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}")
-    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path, database_url, schema) as projector:
-        ends = projected_topic_ends(kafka_bootstrap, names)
+    conn = pipeline.connect()
+    with pipeline.projector() as projector:
+        ends = pipeline.ends()
         assert sum(o for (t, _), o in ends.items() if t == names.alerts) == 7
-        wait_for(lambda: projection_reached(database_url, schema, ends), 90, "alerts projected", projector)
+        pipeline.wait_projected(projector, 90, "alerts projected", ends=ends)
 
         rows = conn.execute("SELECT event_id::text, kind, subject, subject_id, waiting_for, held_events, deadline, "
                             "reason, source_topic FROM stale_alerts").fetchall()  # fmt: skip
@@ -115,7 +101,7 @@ def test_alerts_are_projected_once_and_listed_while_their_work_is_open(
         assert open_now == {run_open: "run_overdue", run_late: "run_overdue", f"{prefix}c-open": "held_too_long",
                             f"{prefix}c-second": "held_too_long"}  # fmt: skip
 
-        printed = report(database_url, schema)
+        printed = report(pipeline.database_url, pipeline.schema)
         assert "Open stale alerts" in printed and "no stale work" not in printed
         assert run_open in printed and overdue[run_open].reason in printed and f"{prefix}c-second" in printed
         alerts_table = printed[printed.index("Open stale alerts") : printed.index("Evaluation runs:")]  # not the runs
@@ -127,11 +113,9 @@ def test_alerts_are_projected_once_and_listed_while_their_work_is_open(
 
         # Later: every alert is delivered again, and the late run completes. Still one row per
         # alert; the late run leaves the view (its alert stays: alerts are facts, not state).
-        produce(kafka_bootstrap, [*first[:6],
-                                  (names.reconciled, run_late.encode(),
-                                   final_revision(run_late).model_dump_json().encode())])  # fmt: skip
-        ends = projected_topic_ends(kafka_bootstrap, names)
-        wait_for(lambda: projection_reached(database_url, schema, ends), 90, "redelivery projected", projector)
+        pipeline.send([*first[:6], (names.reconciled, run_late.encode(),
+                                    final_revision(run_late).model_dump_json().encode())])  # fmt: skip
+        pipeline.wait_projected(projector, 90, "redelivery projected")
         assert conn.execute("SELECT count(*) FROM stale_alerts").fetchone() == (6,)
         open_later = {r[0] for r in conn.execute("SELECT subject_id FROM open_stale_alerts").fetchall()}
         assert open_later == {run_open, f"{prefix}c-open", f"{prefix}c-second"}

@@ -25,8 +25,8 @@ from projections.calibration import RoutedClaim, replay
 from schemas import RoutingDecision
 from schemas.rubric import RoutingPolicy
 from streams.routing import route
-from streams.topics import TopicNames
-from tests.support import REPO, Worker, consume_until, create_topics, produce, project_to_end, unique_prefix
+from tests.scaffold import Pipeline
+from tests.support import REPO, consume_until
 
 pytestmark = pytest.mark.integration
 
@@ -66,11 +66,9 @@ def _table(out: str, title: str) -> dict[str, list[str]]:
     return rows
 
 
-def test_calibrate_through_kafka_and_postgres(kafka_bootstrap: str, database_url: str, schema: str,
-                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names)
+def test_calibrate_through_kafka_and_postgres(pipeline: Pipeline, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    prefix, names, database_url, schema = pipeline.prefix, pipeline.names, pipeline.database_url, pipeline.schema
     rid, other = workload.stable_id("rubric", prefix, "cal"), workload.stable_id("rubric", prefix, "other")
     records: list[tuple[str, bytes | None, bytes]] = [
         (names.rubrics, rid.encode(), json.dumps(workload.rubric(rid, routing=ROUTING)).encode()),
@@ -84,17 +82,17 @@ def test_calibrate_through_kafka_and_postgres(kafka_bootstrap: str, database_url
                 (names.checks, b"norubric", _check("norubric", "judge-1", "fail", 0.1, 0.3, None))]  # fmt: skip
     reviews = [(c, h) for c, _, _, _, h in FIRST if h] + [("elsewhere", "pass"), ("norubric", "pass")]
     records += [(names.reviews, c.encode(), _review(c, h)) for c, h in reviews]
-    produce(kafka_bootstrap, records)
+    pipeline.send(records)
 
-    with Worker(kafka_bootstrap, prefix, tmp_path / "w") as worker:
+    with pipeline.worker() as worker:
 
         def settled(rs: list[Any]) -> bool:  # a first decision per claim, and the two aggregated ones
             decisions = (RoutingDecision.model_validate_json(r.value) for r in rs)
             return len({(d.claim_id, len(d.judge_ids)) for d in decisions if d.claim_id is not None}) >= 15
 
-        consume_until(kafka_bootstrap, [names.done, names.second_judge, names.human_review], settled, timeout=240,
+        consume_until(pipeline.bootstrap, [names.done, names.second_judge, names.human_review], settled, timeout=240,
                       worker=worker)  # fmt: skip
-    project_to_end(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema, names)
+    pipeline.project_to_end()
 
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()

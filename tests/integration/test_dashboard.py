@@ -12,27 +12,25 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
 
+from judgeflow.services.ports import free_port
 from tests.conftest import ARTIFACTS as ARTIFACT_PATHS
+from tests.scaffold import fresh_schema
 from tests.support import REPO
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = pytest.mark.integration
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = REPO / "artifacts"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -40,9 +38,23 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-r
 
 
 @contextmanager
+def browser_page(width: int, height: int) -> Iterator[Page]:
+    """A new page of headless Chromium (the system browser, through Playwright) in a `width` x `height` window;
+    the browser is closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": width, "height": height})
+        finally:
+            browser.close()
+
+
+@contextmanager
 def dashboard(database_url: str, schema: str) -> Iterator[str]:
     """`judgeflow dashboard --schema SCHEMA` on a free port, until it answers; yields its address."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url}
     server = subprocess.Popen([sys.executable, "-m", "judgeflow.cli", "dashboard", "--schema", schema,
                                "--port", str(port)], env=env, cwd=REPO,
@@ -176,14 +188,10 @@ def test_report_html_is_self_contained_and_escaped(database_url: str, demo_schem
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
 def test_dashboard_loads_with_non_empty_charts_in_headless_chromium(database_url: str, demo_schema: str) -> None:
-    from playwright.sync_api import sync_playwright
-
     with dashboard(database_url, demo_schema) as base:
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "dashboard.png"
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        with browser_page(1400, 1800) as page:
             page.goto(f"{base}/")
             page.wait_for_selector("body[data-ready='1']", timeout=30_000)
             bars = page.locator("#chart-queues .bars .point path").count()
@@ -192,7 +200,6 @@ def test_dashboard_loads_with_non_empty_charts_in_headless_chromium(database_url
             runs = page.locator("#evaluation-runs tbody tr").count()
             faults = charts_out_of_bounds(page.evaluate(PROBE), expected_categories(database_url, demo_schema))
             page.screenshot(path=str(shot), full_page=True)
-            browser.close()
         ARTIFACT_PATHS["dashboard screenshot"] = str(shot)
         assert bars >= 2 and traces >= 6 and judges >= 2 and runs == 8
         assert faults == []
@@ -207,19 +214,14 @@ def test_dashboard_loads_with_non_empty_charts_in_headless_chromium(database_url
 def test_dashboard_without_read_models_says_what_is_missing_and_the_fix_works(database_url: str) -> None:
     """A new user's first run: no schema yet. The API and the page name it and the command that
     fixes it; after running that very command the page shows data without a reload."""
-    from playwright.sync_api import sync_playwright
-
-    schema = f"fresh_{uuid.uuid4().hex[:10]}"
-    try:
+    with fresh_schema(database_url, "fresh", migrate=False) as schema:  # named, not made: the user's first run
         with dashboard(database_url, schema) as base:
             status, body = _get_json(f"{base}/api/summary")
             assert status == 503, body
             assert f'schema "{schema}" does not exist' in body["problem"]
             fix = body["fixes"][0].split("#")[0].strip()
             assert fix == f"judgeflow migrate --schema {schema}"
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-                page = browser.new_page(viewport={"width": 1300, "height": 900})
+            with browser_page(1300, 900) as page:
                 page.goto(f"{base}/")
                 page.wait_for_selector("body[data-state='problem']", timeout=30_000)
                 shown = page.locator("#problem").inner_text()
@@ -234,7 +236,6 @@ def test_dashboard_without_read_models_says_what_is_missing_and_the_fix_works(da
                 page.wait_for_selector("body[data-state='ready']", timeout=30_000)
                 assert page.locator("#problem").is_hidden()
                 assert "Evaluation runs: 0" in page.locator("#evaluation-runs caption").inner_text()
-                browser.close()
             assert _get_json(f"{base}/api/summary")[0] == 200
         report = subprocess.run([sys.executable, "-m", "judgeflow.cli", "report", "--schema", f"{schema}_not"],
                                 cwd=REPO, env={**os.environ, "DATABASE_URL": database_url}, capture_output=True,
@@ -242,9 +243,6 @@ def test_dashboard_without_read_models_says_what_is_missing_and_the_fix_works(da
         assert report.returncode == 1 and "Traceback" not in report.stderr
         assert f"fix: judgeflow migrate --schema {schema}_not" in report.stderr
         assert f"or:  judgeflow report --schema {schema}" in report.stderr
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
@@ -253,22 +251,17 @@ def test_report_charts_show_every_category_within_their_cards(database_url: str,
                                                               width: int) -> None:  # fmt: skip
     """The static report at two window widths: each chart is drawn inside its card, with every
     route, code, judge and score bucket of the data visible, a zero value included."""
-    from playwright.sync_api import sync_playwright
-
     out = tmp_path / "report.html"
     done = subprocess.run([sys.executable, "-m", "judgeflow.cli", "report", "--schema", demo_schema, "--html",
                            str(out)], env={**os.environ, "DATABASE_URL": database_url}, cwd=REPO,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     expected = expected_categories(database_url, demo_schema)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        page = browser.new_page(viewport={"width": width, "height": 1000})
+    with browser_page(width, 1000) as page:
         page.goto(out.as_uri())
         page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 12")
         probe = page.evaluate(PROBE)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"report-{width}.png"), full_page=True)
-        browser.close()
     assert sorted(c["chart"] for c in probe) == sorted(expected)
     assert charts_out_of_bounds(probe, expected) == []

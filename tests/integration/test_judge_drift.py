@@ -6,17 +6,15 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from judgeflow import workload
 from judgeflow.dashboard import _alerts, summary
 from schemas.drift import JudgeDriftAlert
-from streams.topics import TopicNames
-from tests.support import Worker, consume_until, create_topics, produce, project_to_end, unique_prefix
+from tests.scaffold import Pipeline
+from tests.support import consume_until
 
 pytestmark = pytest.mark.integration
 BASELINE, PER_WINDOW = 8, 20
@@ -32,12 +30,9 @@ DRIFT = {
 }
 
 
-def test_a_shifted_judge_raises_one_alert_that_is_projected_once(
-    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
-) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names, partitions=1)
+@pytest.mark.pipeline(partitions=1)
+def test_a_shifted_judge_raises_one_alert_that_is_projected_once(pipeline: Pipeline) -> None:
+    prefix, names = pipeline.prefix, pipeline.names
     rng = random.Random(3)
     start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=30)
     records = []
@@ -53,10 +48,10 @@ def test_a_shifted_judge_raises_one_alert_that_is_projected_once(
                                   confidence=0.9)  # fmt: skip
     closer["checked_at"] = (start + timedelta(minutes=BASELINE + 5)).isoformat().replace("+00:00", "Z")
     records.append((names.checks, closer["claim_id"].encode(), json.dumps(closer).encode()))
-    produce(kafka_bootstrap, records)
+    pipeline.send(records)
 
-    with Worker(kafka_bootstrap, prefix, tmp_path, **DRIFT) as worker:
-        got = consume_until(kafka_bootstrap, [names.judge_alerts], lambda rs: len(rs) >= 1, timeout=120,
+    with pipeline.worker(**DRIFT) as worker:
+        got = consume_until(pipeline.bootstrap, [names.judge_alerts], lambda rs: len(rs) >= 1, timeout=120,
                             worker=worker)  # fmt: skip
         assert worker.alive(), worker.log()
     alerts = [JudgeDriftAlert.model_validate_json(r.value) for r in got]
@@ -70,9 +65,9 @@ def test_a_shifted_judge_raises_one_alert_that_is_projected_once(
     assert got[0].key == b"drifter"
 
     # A redelivered copy of the alert adds no row.
-    produce(kafka_bootstrap, [(names.judge_alerts, got[0].key, got[0].value)])
-    project_to_end(kafka_bootstrap, prefix, tmp_path, database_url, schema, names)
-    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+    pipeline.send([(names.judge_alerts, got[0].key, got[0].value)])
+    pipeline.project_to_end()
+    with pipeline.connect() as conn:
         rows: list[Any] = conn.execute(
             "SELECT event_id::text, judge, statistic, window_start, n, baseline_windows FROM judge_alerts"
         ).fetchall()

@@ -11,48 +11,29 @@ import os
 import random
 import subprocess
 import sys
-import urllib.request
-from pathlib import Path
 
-import psycopg
 import pytest
 from psycopg import sql
 
 from judgeflow import workload
 from judgeflow.services.ports import free_port
-from streams.topics import TopicNames
-from tests.support import (
-    REPO,
-    ProjectorProcess,
-    create_topics,
-    produce,
-    projected_topic_ends,
-    projection_reached,
-    unique_prefix,
-    wait_for,
-)
+from tests.scaffold import Pipeline
+from tests.support import REPO, metrics_text
 
 pytestmark = pytest.mark.integration
 
 REFUSED_MODEL = "model-the-database-refuses"
 
 
-def _metrics(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        return str(resp.read().decode())
-
-
-def test_a_record_only_postgres_refuses_is_set_aside_and_everything_after_it_projected(
-    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
-) -> None:
-    with psycopg.connect(database_url, autocommit=True) as conn:
+@pytest.mark.pipeline(partitions=1)  # one partition: the good outputs come after the bad one
+def test_a_record_only_postgres_refuses_is_set_aside_and_everything_after_it_projected(pipeline: Pipeline) -> None:
+    schema = pipeline.schema
+    with pipeline.connect() as conn:
         conn.execute(
             sql.SQL("ALTER TABLE {}.judge_outputs ADD CONSTRAINT tighter_than_the_contract CHECK (judge_model <> {})")
             .format(sql.Identifier(schema), sql.Literal(REFUSED_MODEL))
         )  # fmt: skip
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names, partitions=1)  # one partition: the good outputs come after the bad one
+    prefix, names = pipeline.prefix, pipeline.names
     rng = random.Random(27)
     outputs = []
     for i in range(40):
@@ -62,19 +43,16 @@ def test_a_record_only_postgres_refuses_is_set_aside_and_everything_after_it_pro
     undecodable = b'{"not": "a reconciliation revision"}'
     records = [(names.judge_outputs_valid, run_id.encode(), value) for run_id, value in outputs]
     records.insert(20, (names.reconciled, b"forged", undecodable))
-    produce(kafka_bootstrap, records)
+    pipeline.send(records)
 
     port = free_port()
-    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path, database_url, schema,
-                          JUDGEFLOW_METRICS_PORT=str(port)) as projector:  # fmt: skip
-        ends = projected_topic_ends(kafka_bootstrap, names)
-        wait_for(lambda: projection_reached(database_url, schema, ends), 120, "projector at the end offsets",
-                 projector)  # fmt: skip
+    with pipeline.projector(JUDGEFLOW_METRICS_PORT=str(port)) as projector:
+        pipeline.wait_projected(projector, 120)
         assert projector.alive()
-        metrics = _metrics(port)
+        metrics = metrics_text(port)
         log = projector.log()
 
-    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+    with pipeline.connect() as conn:
         models = [m for (m,) in conn.execute("SELECT judge_model FROM judge_outputs").fetchall()]
         rejects = conn.execute(
             'SELECT topic, "offset", code, stage, sqlstate, error, value FROM projection_rejects ORDER BY "offset"'
@@ -95,7 +73,7 @@ def test_a_record_only_postgres_refuses_is_set_aside_and_everything_after_it_pro
 
     shown = subprocess.run(
         [sys.executable, "-m", "judgeflow.cli", "report", "--schema", schema],
-        env={**os.environ, "DATABASE_URL": database_url, "COLUMNS": "250"},
+        env={**os.environ, "DATABASE_URL": pipeline.database_url, "COLUMNS": "250"},
         cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
     ).stdout  # fmt: skip
     assert "Records the projector set aside" in shown

@@ -9,7 +9,6 @@ import json
 import random
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -27,16 +26,8 @@ from projections.store import write_batch
 from streams.edge import SourceRef, screen_claim_check, screen_judge_output
 from streams.topics import TopicNames
 from tests.conftest import MEASURED
-from tests.support import (
-    ProjectorProcess,
-    Worker,
-    create_topics,
-    produce,
-    projected_topic_ends,
-    projection_reached,
-    unique_prefix,
-    wait_for,
-)
+from tests.scaffold import Pipeline
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 NAMES = TopicNames()
@@ -287,11 +278,9 @@ def test_views_on_a_hand_computed_fixture(database_url: str, schema: str) -> Non
         assert cohen_kappa(pairs.fetchall()) == pytest.approx((0.5 - 0.375) / (1 - 0.375))
 
 
-def test_pipeline_projection_rebuild_equals_live(kafka_bootstrap: str, database_url: str, tmp_path: Path) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names)
-    schema = f"live_{uuid.uuid4().hex[:10]}"
+@pytest.mark.pipeline(migrate=False)  # the projector makes its tables
+def test_pipeline_projection_rebuild_equals_live(pipeline: Pipeline) -> None:
+    prefix, names, schema = pipeline.prefix, pipeline.names, pipeline.schema
     rng = random.Random(11)
     rubric_id = workload.stable_id("rubric", prefix)
     records: list[tuple[str, bytes, bytes]] = [
@@ -312,11 +301,9 @@ def test_pipeline_projection_rebuild_equals_live(kafka_bootstrap: str, database_
     for c in range(n_claims):
         records.append((names.checks, f"k{c}".encode(), json.dumps(workload.claim_check(rng, f"k{c}")).encode()))
     records.append((names.checks, b"k-bad", json.dumps({**workload.claim_check(rng, "k-bad"), "score": "1"}).encode()))
-    produce(kafka_bootstrap, records)
-    with Worker(kafka_bootstrap, prefix, tmp_path, JUDGEFLOW_TIMER_INTERVAL="0.5") as worker, ProjectorProcess(
-        kafka_bootstrap, prefix, tmp_path, database_url, schema
-    ) as projector:  # fmt: skip
-        conn = psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}")
+    pipeline.send(records)
+    with pipeline.worker(JUDGEFLOW_TIMER_INTERVAL="0.5") as worker, pipeline.projector() as projector:
+        conn = pipeline.connect()
 
         def caught_up() -> bool:
             try:
@@ -340,24 +327,20 @@ def test_pipeline_projection_rebuild_equals_live(kafka_bootstrap: str, database_
         )
         assert conn.execute("SELECT count(*) FROM judge_outputs_per_run WHERE mismatch").fetchone() == (0,)
         live = snapshot(conn, schema)
-    report = rebuild(kafka_bootstrap, database_url, names, schema=schema, keep_old=True)
+    report = rebuild(pipeline.bootstrap, pipeline.database_url, names, schema=schema, keep_old=True)
     assert report.retired_as and report.raw_events == len(records) - 1  # the compacted rubric topic is not counted
-    with psycopg.connect(database_url, autocommit=True) as c2:
+    pipeline.schemas.append(report.retired_as)  # dropped with the pipeline's own
+    with pipeline.connect() as c2:
         rebuilt = snapshot(c2, schema)
         old = snapshot(c2, report.retired_as)
-        for s in (schema, report.retired_as):
-            c2.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(s)))
     assert old == live
     for table in TABLES:
         assert rebuilt[table] == live[table], table
 
 
-def test_projector_killed_mid_batch_then_restarted_matches_a_clean_run(
-    kafka_bootstrap: str, database_url: str, tmp_path: Path
-) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names)
+@pytest.mark.pipeline(migrate=False)  # the projector makes its tables
+def test_projector_killed_mid_batch_then_restarted_matches_a_clean_run(pipeline: Pipeline) -> None:
+    prefix, names, crashed = pipeline.prefix, pipeline.names, pipeline.schema
     rng = random.Random(21)
     rubric = workload.rubric()
     records = [(names.rubrics, rubric["rubric_version_id"].encode(), json.dumps(rubric).encode())]
@@ -368,13 +351,12 @@ def test_projector_killed_mid_batch_then_restarted_matches_a_clean_run(
                     for j in workload.JUDGE_MODELS]  # fmt: skip
     records += [(names.checks, f"m{c}".encode(), json.dumps(workload.claim_check(rng, f"m{c}")).encode())
                 for c in range(300)]  # fmt: skip
-    produce(kafka_bootstrap, records)
-    crashed, clean = f"crash_{uuid.uuid4().hex[:8]}", f"clean_{uuid.uuid4().hex[:8]}"
+    pipeline.send(records)
     small = {"JUDGEFLOW_PROJECTOR_BATCH": "40"}
 
     def projected(schema_name: str) -> tuple[int, ...]:
         try:
-            with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema_name}") as c:
+            with pipeline.connect(schema_name) as c:
                 row = c.execute(
                     "SELECT (SELECT count(*) FROM raw_events), (SELECT count(*) FROM checks), "
                     "(SELECT count(*) FROM judge_outputs), (SELECT count(*) FROM routing_decisions), "
@@ -384,12 +366,11 @@ def test_projector_killed_mid_batch_then_restarted_matches_a_clean_run(
         except psycopg.errors.UndefinedTable:
             return ()
 
-    with Worker(kafka_bootstrap, prefix, tmp_path / "w"):
-        dying = ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "a", database_url, crashed,
-                                 JUDGEFLOW_FAULT_KILL_IN_BATCH="3", **small).start()  # fmt: skip
+    with pipeline.worker():
+        dying = pipeline.projector("a", JUDGEFLOW_FAULT_KILL_IN_BATCH="3", **small).start()
         wait_for(lambda: not dying.alive(), 120, "fault-injected projector to die")
         assert dying.process is not None and dying.process.returncode == -9
-        with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "b", database_url, crashed, **small) as again:
+        with pipeline.projector("b", **small) as again:
             want = (len(records), 300, 90, 330, 120)  # raw, checks, outputs, decisions (300 + 30 runs), revisions
             t0 = time.monotonic()
             seen: list[tuple[int, ...]] = []
@@ -399,23 +380,18 @@ def test_projector_killed_mid_batch_then_restarted_matches_a_clean_run(
                 raise AssertionError(f"wanted {want}, last seen {seen[-3:]}") from None
             # The counts can be complete before every row is (a check's row is made
             # from its route alone until the check itself arrives): wait for the offsets.
-            ends = projected_topic_ends(kafka_bootstrap, names)
-            wait_for(
-                lambda: projection_reached(database_url, crashed, ends), 150, "projector at the end offsets", again
-            )
+            pipeline.wait_projected(again, 150)
             MEASURED["projector restart"] = f"caught up {time.monotonic() - t0:.1f}s after the restart"
-    migrate(database_url, clean)
-    asyncio.run(Projector(kafka_bootstrap, database_url, names, schema=clean).run(
-        until_end={(t, p): o for (t, p), o in projected_topic_ends(kafka_bootstrap, names).items()}))  # fmt: skip
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    clean = pipeline.new_schema("clean")
+    asyncio.run(Projector(pipeline.bootstrap, pipeline.database_url, names, schema=clean).run(
+        until_end={(t, p): o for (t, p), o in pipeline.ends().items()}))  # fmt: skip
+    with pipeline.connect() as conn:
         a, b = snapshot(conn, crashed), snapshot(conn, clean)
         # The same rows; the two schemas differ only in which consumer offsets they stored.
         assert a == b
-        replayed = Projector(kafka_bootstrap, database_url, names, schema=clean, consumer_name="replay")
-        asyncio.run(replayed.run(until_end=projected_topic_ends(kafka_bootstrap, names)))
+        replayed = Projector(pipeline.bootstrap, pipeline.database_url, names, schema=clean, consumer_name="replay")
+        asyncio.run(replayed.run(until_end=pipeline.ends()))
         assert snapshot(conn, clean) == b  # replaying every topic a second time changes nothing
-        for s in (crashed, clean):
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(s)))
 
 
 def test_batched_projection_vs_one_insert_per_row(database_url: str) -> None:

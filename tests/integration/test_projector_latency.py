@@ -19,7 +19,6 @@ import asyncio
 import json
 import random
 import time
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -31,15 +30,7 @@ from projections.projector import DEFAULT_LINGER_MS
 from streams.edge import SourceRef, screen_judge_output
 from streams.topics import TopicNames
 from tests.conftest import MEASURED
-from tests.support import (
-    ProjectorProcess,
-    create_topics,
-    produce,
-    projected_topic_ends,
-    projection_reached,
-    unique_prefix,
-    wait_for,
-)
+from tests.scaffold import Pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -165,22 +156,18 @@ def _percentiles(xs: list[float]) -> str:
     return f"p50 {s[len(s) // 2]:.0f} / p99 {s[int(len(s) * 0.99)]:.0f} / max {s[-1]:.0f} ms"
 
 
-def test_every_row_is_visible_within_one_flush_interval_at_a_steady_rate(
-    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
-) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names, partitions=PARTITIONS)
+@pytest.mark.pipeline(partitions=PARTITIONS)
+def test_every_row_is_visible_within_one_flush_interval_at_a_steady_rate(pipeline: Pipeline) -> None:
+    names = pipeline.names
     ticks = _sends(names, int(RATE * SECONDS))
-    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema) as projector:
+    with pipeline.projector() as projector:
         # Warm-up: the projector has joined, been assigned every partition and written once.
         warm = json.dumps(workload.claim_check(random.Random(1), "warm")).encode()
-        produce(kafka_bootstrap, [(names.checks, b"warm", warm)])
-        ends = projected_topic_ends(kafka_bootstrap, names)
-        wait_for(lambda: projection_reached(database_url, schema, ends), 120, "warm-up record visible", projector)
-        latencies = asyncio.run(_measure(kafka_bootstrap, database_url, schema, ticks))
+        pipeline.send([(names.checks, b"warm", warm)])
+        pipeline.wait_projected(projector, 120, "warm-up record visible")
+        latencies = asyncio.run(_measure(pipeline.bootstrap, pipeline.database_url, pipeline.schema, ticks))
         assert projector.alive(), projector.log()[-4000:]
-    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+    with pipeline.connect() as conn:
         counts = conn.execute("SELECT (SELECT count(*) FROM raw_events), (SELECT count(*) FROM judge_outputs),"
                               " (SELECT count(*) FROM judge_evidence_refs) > 0").fetchone()  # fmt: skip
     assert counts == (2 * len(ticks) + 1, len(ticks), True)

@@ -8,7 +8,6 @@ import random
 import re
 import threading
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -22,16 +21,8 @@ from streams.edge import SourceRef, screen_claim_check
 from streams.topics import TopicNames
 from tests.conftest import MEASURED
 from tests.integration.test_projections import NAMES, ROLES, TABLES, snapshot
-from tests.support import (
-    ProjectorProcess,
-    Worker,
-    create_topics,
-    produce,
-    projected_topic_ends,
-    projection_reached,
-    unique_prefix,
-    wait_for,
-)
+from tests.scaffold import Pipeline
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -53,21 +44,17 @@ def _workload(names: TopicNames, prefix: str) -> list[tuple[str, bytes, bytes]]:
     return records
 
 
-def test_two_projectors_over_four_partitions_write_the_same_tables_as_one(
-    kafka_bootstrap: str, database_url: str, tmp_path: Path
-) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names, partitions=4)
-    records = _workload(names, prefix)
-    produce(kafka_bootstrap, records)
-    one, two = f"one_{uuid.uuid4().hex[:8]}", f"two_{uuid.uuid4().hex[:8]}"
-    with Worker(kafka_bootstrap, prefix, tmp_path / "w", JUDGEFLOW_TIMER_INTERVAL="0.5") as worker:
-        with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "one", database_url, one) as single:
+@pytest.mark.pipeline(partitions=4, migrate=False)  # the projectors make their tables
+def test_two_projectors_over_four_partitions_write_the_same_tables_as_one(pipeline: Pipeline) -> None:
+    records = _workload(pipeline.names, pipeline.prefix)
+    pipeline.send(records)
+    one, two = pipeline.schema, pipeline.new_schema("two", migrate=False)
+    with pipeline.worker(JUDGEFLOW_TIMER_INTERVAL="0.5") as worker:
+        with pipeline.projector("one") as single:
 
             def worker_done() -> bool:
                 try:
-                    with connect(database_url, one, autocommit=True) as c:
+                    with pipeline.connect() as c:
                         finals = "SELECT count(*) FROM evaluation_reconciled_scores WHERE status = 'final'"
                         row = c.execute(f"SELECT ({finals}), (SELECT count(*) FROM checks)").fetchone()
                         return row == (40, 400)
@@ -77,28 +64,26 @@ def test_two_projectors_over_four_partitions_write_the_same_tables_as_one(
             wait_for(worker_done, 180, "worker and projector caught up", single)
         assert worker.alive()
     # The worker has stopped: every topic is complete. One projector finishes them...
-    ends = projected_topic_ends(kafka_bootstrap, names)
-    with ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "one-b", database_url, one) as single:
-        wait_for(lambda: projection_reached(database_url, one, ends), 120, "one projector at the end offsets", single)
+    ends = pipeline.ends()
+    with pipeline.projector("one-b") as single:
+        pipeline.wait_projected(single, 120, "one projector at the end offsets", ends=ends)
     # ... and two, in one consumer group, project them into a second schema from scratch.
     small = {"JUDGEFLOW_PROJECTOR_BATCH": "50", "JUDGEFLOW_PROJECTOR_LINGER_MS": "5"}
-    a = ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "a", database_url, two, **small)
-    b = ProjectorProcess(kafka_bootstrap, prefix, tmp_path / "b", database_url, two, **small)
+    a = pipeline.projector("a", schema=two, **small)
+    b = pipeline.projector("b", schema=two, **small)
     with a, b:
-        wait_for(lambda: projection_reached(database_url, two, ends), 180, "two projectors at the end offsets", a)
+        pipeline.wait_projected(a, 180, "two projectors at the end offsets", ends=ends, schema=two)
         assert b.alive()
     assigned = [[int(n) for n in re.findall(r"assigned (\d+) partitions", p.log())] for p in (a, b)]
     # Both processes held a share of the 4-partition topics at some point (the group split them).
     assert all(any(n > 0 for n in counts) for counts in assigned), assigned
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    with pipeline.connect() as conn:
         single_rows, double_rows = snapshot(conn, one), snapshot(conn, two)
         for table in [*TABLES, "stale_alerts"]:
             q = sql.SQL("SELECT count(*) FROM {}.{}")
             n1 = conn.execute(q.format(sql.Identifier(one), sql.Identifier(table))).fetchone()
             n2 = conn.execute(q.format(sql.Identifier(two), sql.Identifier(table))).fetchone()
             assert n1 == n2, table
-        for s in (one, two):
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(s)))
     for table in TABLES:
         assert double_rows[table] == single_rows[table], table
     assert len(single_rows["checks"]) == 400 and len(single_rows["evaluation_reconciled_scores"]) == 40

@@ -9,33 +9,20 @@ from __future__ import annotations
 import base64
 import json
 import random
-from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from judgeflow import workload
 from schemas import InvalidEvent, ReconciliationRevision
-from streams.topics import TopicNames
-from tests.support import (
-    Worker,
-    consume_until,
-    create_topics,
-    produce,
-    project_to_end,
-    unique_prefix,
-)
+from tests.scaffold import Pipeline
+from tests.support import consume_until
 
 pytestmark = pytest.mark.integration
 
 
-def test_refused_output_is_its_judges_failure_and_keyed_records_are_used_nowhere(
-    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
-) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names)
+def test_refused_output_is_its_judges_failure_and_keyed_records_are_used_nowhere(pipeline: Pipeline) -> None:
+    prefix, names = pipeline.prefix, pipeline.names
     rubric = workload.rubric(workload.stable_id("rubric", prefix))
     rid = rubric["rubric_version_id"]
     after, held = workload.stable_id("run", prefix, "after"), workload.stable_id("run", prefix, "held")
@@ -58,21 +45,21 @@ def test_refused_output_is_its_judges_failure_and_keyed_records_are_used_nowhere
         return [(names.judge_outputs, run_id.encode(), json.dumps(d).encode()) for d in docs]
 
     after_docs, held_docs = outputs(after, 10), outputs(held, 20)
-    produce(kafka_bootstrap, [
+    pipeline.send([
         (names.rubrics, rid.encode(), json.dumps(rubric).encode()),
         (names.rubrics, b"not-its-id", json.dumps(stray_rubric).encode()),
         (names.runs, b"not-its-id", json.dumps(stray_run).encode()),
         run(after), *sent(after, after_docs),  # validated with the rubric on arrival
         *sent(held, held_docs), run(held),  # held for their run, validated when it comes
     ])  # fmt: skip
-    with Worker(kafka_bootstrap, prefix, tmp_path / "w") as worker:
+    with pipeline.worker() as worker:
 
         def settled(rs: list[Any]) -> bool:
             finals = {ReconciliationRevision.model_validate_json(r.value).evaluation_run_id for r in rs
                       if r.topic == names.reconciled and b'"status":"final"' in r.value}  # fmt: skip
             return finals == {after, held} and sum(r.topic == names.invalid for r in rs) >= 4
 
-        got = consume_until(kafka_bootstrap, [names.reconciled, names.invalid, names.judge_outputs_valid], settled,
+        got = consume_until(pipeline.bootstrap, [names.reconciled, names.invalid, names.judge_outputs_valid], settled,
                             timeout=120, worker=worker)  # fmt: skip
         assert worker.alive(), worker.log()
     dead = [InvalidEvent.model_validate_json(r.value) for r in got if r.topic == names.invalid]
@@ -89,8 +76,8 @@ def test_refused_output_is_its_judges_failure_and_keyed_records_are_used_nowhere
         assert final.result.failed_judges == [refused_model]
         assert final.result.notice == f"1 judge unavailable: {refused_model} failed"
 
-    project_to_end(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema, names)
-    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+    pipeline.project_to_end()
+    with pipeline.connect() as conn:
         rows = conn.execute("SELECT evaluation_run_id::text, judge_model, status, failure_reason, "
                             "(SELECT count(*) FROM judge_lane_scores l WHERE l.judge_output_id = o.id) "
                             "FROM judge_outputs o").fetchall()  # fmt: skip
@@ -104,16 +91,12 @@ def test_refused_output_is_its_judges_failure_and_keyed_records_are_used_nowhere
     assert stray_rubric["rubric_version_id"] not in rubrics and stray_run["evaluation_run_id"] not in runs
 
 
-def test_warnings_say_which_check_made_them_through_kafka_and_postgres(
-    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
-) -> None:
+def test_warnings_say_which_check_made_them_through_kafka_and_postgres(pipeline: Pipeline) -> None:
     """With its run's rubric known, a lane is checked against the rubric-weighted mean of its dimensions (±1),
     and a stock-phrase signal is flagged; both are stored per output with the check named in the message."""
     from schemas import parse_rubric
 
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names)
+    prefix, names = pipeline.prefix, pipeline.names
     rubric = workload.rubric(workload.stable_id("rubric", prefix))
     rid, run_id = rubric["rubric_version_id"], workload.stable_id("run", prefix)
     doc = workload.judge_output(random.Random(5), run_id, "gpt-4o", rubric_id=rid)
@@ -123,13 +106,15 @@ def test_warnings_say_which_check_made_them_through_kafka_and_postgres(
     lane["lane_score"] = min(100, round(weighted) + 4)  # 3-4 points off: only the weighted (±1) check sees it
     doc["positive_signal"] = "Good job overall, shows a good understanding of the problem"
     run = workload.evaluation_run(run_id, rubric_id=rid, judges=("gpt-4o",))
-    produce(kafka_bootstrap, [(names.rubrics, rid.encode(), json.dumps(rubric).encode()),
+    pipeline.send([(names.rubrics, rid.encode(), json.dumps(rubric).encode()),
                               (names.runs, run_id.encode(), json.dumps(run).encode()),
                               (names.judge_outputs, run_id.encode(), json.dumps(doc).encode())])  # fmt: skip
-    with Worker(kafka_bootstrap, prefix, tmp_path / "w") as worker:
-        consume_until(kafka_bootstrap, [names.judge_outputs_valid], lambda rs: len(rs) >= 1, timeout=90, worker=worker)
-    project_to_end(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema, names)
-    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+    with pipeline.worker() as worker:
+        consume_until(
+            pipeline.bootstrap, [names.judge_outputs_valid], lambda rs: len(rs) >= 1, timeout=90, worker=worker
+        )
+    pipeline.project_to_end()
+    with pipeline.connect() as conn:
         warnings = {
             (code, message) for code, message in conn.execute("SELECT code, message FROM judge_output_warnings")
         }

@@ -8,23 +8,14 @@ from __future__ import annotations
 import base64
 import json
 import random
-from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from judgeflow import workload
 from schemas import InvalidEvent, RoutingDecision, StaleWorkAlert
-from streams.topics import TopicNames
-from tests.support import (
-    Worker,
-    consume_until,
-    create_topics,
-    produce,
-    project_to_end,
-    unique_prefix,
-)
+from tests.scaffold import Pipeline
+from tests.support import consume_until
 
 pytestmark = pytest.mark.integration
 NARROW = {"min": 0.2, "max": 0.9}
@@ -39,19 +30,15 @@ def check(claim_id: str, score: float, rubric_id: str) -> tuple[str, bytes, byte
     return ("checks", claim_id.encode(), json.dumps({**doc, "score": score, "rubric_version_id": rubric_id}).encode())
 
 
-def test_score_ranges_through_kafka_and_postgres(
-    kafka_bootstrap: str, database_url: str, schema: str, tmp_path: Path
-) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names)
+def test_score_ranges_through_kafka_and_postgres(pipeline: Pipeline) -> None:
+    prefix, names = pipeline.prefix, pipeline.names
 
     def topic(records: list[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes, bytes]]:
         return [(getattr(names, role), key, value) for role, key, value in records]
 
     narrow, late = workload.stable_id("rubric", prefix, "narrow"), workload.stable_id("rubric", prefix, "late")
     inverted, outside = workload.stable_id("rubric", prefix, "inv"), workload.stable_id("rubric", prefix, "out")
-    produce(kafka_bootstrap, topic([
+    pipeline.send(topic([
         rubric(narrow, claim_score_range=NARROW),
         rubric(inverted, claim_score_range={"min": 0.9, "max": 0.2}),
         rubric(outside, claim_score_range={"min": 0.5, "max": 1.0}),  # default border 0.45 outside
@@ -59,20 +46,20 @@ def test_score_ranges_through_kafka_and_postgres(
         check("claim-out", 0.95, narrow),
     ]))  # fmt: skip
     env = {"JUDGEFLOW_TIMER_INTERVAL": "0.5", "JUDGEFLOW_STALE_AFTER": "1"}
-    with Worker(kafka_bootstrap, prefix, tmp_path / "w", **env) as worker:
-        produce(kafka_bootstrap, topic([check("claim-held", 0.1, late)]))
+    with pipeline.worker(**env) as worker:
+        pipeline.send(topic([check("claim-held", 0.1, late)]))
 
         def held(rs: list[Any]) -> bool:  # the held-too-long alert shows the check is held for its rubric
             return any(StaleWorkAlert.model_validate_json(r.value).subject_id == "claim-held" for r in rs)
 
-        consume_until(kafka_bootstrap, [names.alerts], held, timeout=90, worker=worker)
-        produce(kafka_bootstrap, topic([rubric(late, claim_score_range=NARROW)]))
+        consume_until(pipeline.bootstrap, [names.alerts], held, timeout=90, worker=worker)
+        pipeline.send(topic([rubric(late, claim_score_range=NARROW)]))
 
         def settled(rs: list[Any]) -> bool:
             refused = {InvalidEvent.model_validate_json(r.value).source_key_b64 for r in rs if r.topic == names.invalid}
             return len(refused) >= 4 and sum(r.topic == names.checks_valid for r in rs) >= 1
 
-        got = consume_until(kafka_bootstrap, [names.invalid, names.checks_valid, names.human_review], settled,
+        got = consume_until(pipeline.bootstrap, [names.invalid, names.checks_valid, names.human_review], settled,
                             timeout=90, worker=worker)  # fmt: skip
         assert worker.alive(), worker.log()
 
@@ -89,8 +76,8 @@ def test_score_ranges_through_kafka_and_postgres(
                                       if r.topic == names.human_review)}  # fmt: skip
     assert {c for c, d in humans.items() if d.reason == "invalid"} == {"claim-out", "claim-held"}
 
-    project_to_end(kafka_bootstrap, prefix, tmp_path / "p", database_url, schema, names)
-    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+    pipeline.project_to_end()
+    with pipeline.connect() as conn:
         stored = {r[0] for r in conn.execute("SELECT claim_id FROM claim_checks")}
         rubrics = {str(r[0]) for r in conn.execute("SELECT id FROM rubrics")}
         dead = {tuple(r[0]) for r in conn.execute("SELECT error_codes FROM invalid_events")}

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import psycopg
-import psycopg.sql
 import pytest
 
 from judgeflow import workload
@@ -25,17 +21,8 @@ from streams.claims import ClaimStage
 from streams.envelope import SourceRef
 from streams.stage import Inbound, State
 from streams.topics import TopicNames
-from tests.integration.test_projector_liveness import claims, count, http_get
-from tests.support import (
-    ProjectorProcess,
-    Worker,
-    create_topics,
-    produce,
-    projected_topic_ends,
-    projection_reached,
-    unique_prefix,
-    wait_for,
-)
+from tests.scaffold import Pipeline, claims
+from tests.support import http_get, metric, wait_for
 
 pytestmark = pytest.mark.integration
 NAMES = TopicNames()
@@ -98,37 +85,23 @@ def test_seed_003_third_query_counts_second_judge_and_human_load_per_day(databas
     assert final == {"q5": "human_review"}
 
 
-def metric(text: str, name: str) -> list[float]:
-    return [float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)]
-
-
-def test_stale_run_metrics_and_a_rebuild_while_the_projector_is_live(
-    kafka_bootstrap: str, database_url: str, tmp_path: Path
-) -> None:
-    prefix = unique_prefix()
-    names = TopicNames.with_prefix(prefix)
-    create_topics(kafka_bootstrap, names)
-    schema = f"live_{uuid.uuid4().hex[:10]}"
+@pytest.mark.pipeline(migrate=False)  # the projector makes its tables
+def test_stale_run_metrics_and_a_rebuild_while_the_projector_is_live(pipeline: Pipeline) -> None:
+    prefix, names, schema, count = pipeline.prefix, pipeline.names, pipeline.schema, pipeline.count
     # A run whose rubric never comes: it cannot finish, and is overdue once its deadline and the grace pass.
     stale_run, missing_rubric = workload.stable_id("run", prefix), workload.stable_id("rubric", prefix, "never")
     run = workload.evaluation_run(stale_run, rubric_id=missing_rubric, timeout_s=1)
     run["started_at"] = workload.iso(datetime.now(UTC))
-    produce(kafka_bootstrap, [(names.runs, stale_run.encode(), json.dumps(run).encode()),
-                              *claims(prefix, names, 100, seed=3)])  # fmt: skip
+    pipeline.send([(names.runs, stale_run.encode(), json.dumps(run).encode()), *claims(prefix, names, 100, seed=3)])
     port = free_port()
     env = {"JUDGEFLOW_TIMER_INTERVAL": "0.5", "JUDGEFLOW_STALE_AFTER": "1"}
-    with Worker(kafka_bootstrap, prefix, tmp_path / "w", **env) as worker, ProjectorProcess(
-        kafka_bootstrap, prefix, tmp_path / "p", database_url, schema, JUDGEFLOW_METRICS_PORT=str(port)
-    ) as projector:  # fmt: skip
+    with pipeline.worker(**env) as worker, pipeline.projector(JUDGEFLOW_METRICS_PORT=str(port)) as projector:
         open_run = "SELECT count(*) FROM open_stale_alerts WHERE kind = 'run_overdue' AND subject_id = '%s'"
-        wait_for(lambda: count(database_url, schema, open_run % stale_run) == 1, 120, "run_overdue projected",
-                 projector)  # fmt: skip
+        wait_for(lambda: count(open_run % stale_run) == 1, 120, "run_overdue projected", projector)
         status = "SELECT count(*) FROM evaluation_run_status WHERE status = 'running'"
-        assert count(database_url, schema, status) == 1
-        wait_for(lambda: count(database_url, schema, "SELECT count(*) FROM claim_checks") == 100, 120,
-                 "claims projected", projector)  # fmt: skip
-        ends = projected_topic_ends(kafka_bootstrap, names)
-        wait_for(lambda: projection_reached(database_url, schema, ends), 120, "projector at the end", projector)
+        assert count(status) == 1
+        wait_for(lambda: count("SELECT count(*) FROM claim_checks") == 100, 120, "claims projected", projector)
+        pipeline.wait_projected(projector, 120, "projector at the end")
 
         # The projector's metrics: every committed row counted, a lag gauge per projected partition, all 0 now.
         def caught_up_metrics() -> bool:
@@ -138,28 +111,24 @@ def test_stale_run_metrics_and_a_rebuild_while_the_projector_is_live(
 
         wait_for(caught_up_metrics, 60, "projection lag gauges at 0", projector)
         text = str(http_get(port, "/metrics")[1])
-        written = sum(count(database_url, schema, f"SELECT count(*) FROM {t}")
+        written = sum(count(f"SELECT count(*) FROM {t}")
                       for t in ("raw_events", "claim_checks", "routing_decisions", "stale_alerts"))  # fmt: skip
         [rows_total] = metric(text, "judgeflow_projected_rows_total")
         [batches] = metric(text, "judgeflow_projected_batches_total")
         assert rows_total >= written > 300 and batches >= 1
 
         # A rebuild while the projector is live: swapped in, and the live projector goes on into it.
-        report = rebuild(kafka_bootstrap, database_url, names, schema=schema)
+        report = rebuild(pipeline.bootstrap, pipeline.database_url, names, schema=schema)
         assert report.schema == schema and report.raw_events == report.expected_raw_events > 100
-        produce(kafka_bootstrap, claims(prefix + "more", names, 50, seed=4))
-        ends = projected_topic_ends(kafka_bootstrap, names)
-        wait_for(lambda: projection_reached(database_url, schema, ends), 120, "live projector after the swap",
-                 projector)  # fmt: skip
-        wait_for(lambda: count(database_url, schema, "SELECT count(*) FROM claim_checks") == 150, 60,
-                 "claims after the swap", projector)  # fmt: skip
+        pipeline.send(claims(prefix + "more", names, 50, seed=4))
+        pipeline.wait_projected(projector, 120, "live projector after the swap")
+        wait_for(lambda: count("SELECT count(*) FROM claim_checks") == 150, 60, "claims after the swap", projector)
         assert worker.alive() and projector.alive(), projector.log()[-3000:]
-    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as conn:
+    with pipeline.connect() as conn:
         raw = conn.execute("SELECT count(*), count(DISTINCT (topic, partition, \"offset\")) FROM raw_events "
                            "WHERE topic = %s", [names.checks]).fetchone()  # fmt: skip
         decisions = conn.execute("SELECT count(*), count(DISTINCT claim_id) FROM routing_decisions "
                                  "WHERE subject = 'claim'").fetchone()  # fmt: skip
         alerts = conn.execute("SELECT kind, subject_id FROM stale_alerts").fetchall()
-        conn.execute(psycopg.sql.SQL("DROP SCHEMA {} CASCADE").format(psycopg.sql.Identifier(schema)))
     assert raw == (150, 150) and decisions == (150, 150)
     assert ("run_overdue", stale_run) in alerts

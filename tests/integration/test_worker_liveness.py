@@ -7,8 +7,6 @@ import base64
 import json
 import random
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,20 +16,18 @@ from judgeflow.services.ports import free_port
 from streams.topics import TopicNames
 from tests.conftest import MEASURED
 from tests.reliability.netfault import FaultyProxy, broker_with_a_faulty_listener
-from tests.support import Worker, consume_until, create_topics, produce, unique_prefix, wait_for
+from tests.support import (
+    Worker,
+    consume_until,
+    create_topics,
+    http_get,
+    metrics_text,
+    produce,
+    unique_prefix,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def http_get(port: int, path: str) -> tuple[int, dict[str, object]]:
-    """Status and JSON body, or (0, {}) while nothing listens yet."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status, json.loads(resp.read().decode())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read().decode())
-    except OSError:
-        return 0, {}
 
 
 def claims(names: TopicNames, n: int, seed: int, start: int = 0) -> list[tuple[str, bytes, bytes]]:
@@ -58,8 +54,7 @@ def test_worker_health_and_readiness(kafka_bootstrap: str, tmp_path: Path) -> No
         assert code == 200 and body["live"] is True and body["stalled_partitions"] == []
         code, ready = http_get(port, "/readyz")
         assert ready["ready"] is True and ready["lag"] == 0 and ready["assigned_partitions"] > 0
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
+        text = metrics_text(port)
         assert 'judgeflow_events_total{agent="route_claims"} 200.0' in text
         assert "judgeflow_stalled_partitions 0.0" in text
 
@@ -164,11 +159,3 @@ def test_hold_limit_dead_letters_past_it_and_releases_what_it_held(kafka_bootstr
                 for d in dead}  # fmt: skip
     assert len(held_ids) == 5 and not held_ids & dead_ids
     assert held_ids | dead_ids == {o["judge_run_id"] for o in outputs}
-
-
-def metrics_text(port: int) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            return str(resp.read().decode())
-    except OSError:
-        return ""

@@ -64,29 +64,31 @@ def drive(steps: list[tuple[str, Any]], rubric_known_from: int = 0,
     sent: list[Any] = []
     key = RUN_ID.encode()
     deferred: list[tuple[str, bytes, SourceRef]] = []
+
+    def handle(role: str, value: bytes, src: SourceRef) -> list[Any]:
+        """One record through the stage, its state stored as Faust stores it; the records it sends to the
+        re-keyed topic."""
+        nonlocal stored
+        step = stage.handle(Inbound(role, key, value, src, {}), stored)
+        if step.changed:
+            stored = None if step.state is None else json.loads(json.dumps(step.state))
+        sent.extend(step.records)
+        return [r for r in step.records if r.role == "judge_outputs_rekeyed"]
+
     for i, (kind, item) in enumerate([*steps, ("rekeyed", None)]):
         known["rubric"] = i >= rubric_known_from
         if kind == "rekeyed":
             pending, deferred = deferred, []
             while pending:
                 role, value, src = pending.pop(0)
-                step = stage.handle(Inbound(role, key, value, src, {}), stored)
-                if step.changed:
-                    stored = None if step.state is None else json.loads(json.dumps(step.state))
-                sent.extend(step.records)
-                pending += [(r.role, r.value, src) for r in step.records if r.role == "judge_outputs_rekeyed"]
+                pending += [(r.role, r.value, src) for r in handle(role, value, src)]
             continue
         role, value = {"run": ("runs", item and raw(item)), "output": ("judge_outputs", item and raw(item)),
                        "resume": ("reconcile_control", runs.RESUME)}[kind]  # fmt: skip
         pending: list[tuple[str, bytes, SourceRef]] = [(role, value, SourceRef(role, 0, i, key))]
         while pending:
             role, value, src = pending.pop(0)
-            step = stage.handle(Inbound(role, key, value, src, {}), stored)
-            if step.changed:
-                stored = None if step.state is None else json.loads(json.dumps(step.state))
-            sent.extend(step.records)
-            back = [(r.role, r.value, SourceRef(r.role, 0, i, key)) for r in step.records
-                    if r.role == "judge_outputs_rekeyed"]  # fmt: skip
+            back = [(r.role, r.value, SourceRef(r.role, 0, i, key)) for r in handle(role, value, src)]
             if rekeyed_last:
                 deferred += back
             else:
