@@ -8,14 +8,23 @@ commit that made the input's own row visible: its `judge_outputs` row (or
 projector stores its offsets in the same transaction as the rows, so polling
 `projection_offsets` every 20 ms says when each record's rows became visible.
 The decision latency (`DECISION_LATENCY`) is reported beside it.
+
+Two passes: `run_pipeline` (full load: everything at once on fresh topics, the
+throughput figure) and `run_half_load` (latency at a paced rate: on its own
+topics and schema, warmed by an unmeasured phase at the same rate before the
+measured one, so the figure is the steady state, not a new topic's first
+seconds).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +40,25 @@ from streams.topics import TopicNames
 
 LATENCY = "judge's send -> its judge_outputs / claim_checks row visible in Postgres (20 ms polls)"
 DECISION_LATENCY = "judge's send -> the commit that made its decision visible (first revision or routing decision)"
+
+WARMED_ROLES = (
+    "runs",
+    "judge_outputs",
+    "checks",
+    "judge_outputs_valid",
+    "checks_valid",
+    "reconciled",
+    "done",
+    "second_judge",
+    "human_review",
+)
+"""The topics the half-load pass's measured records travel through: every one of
+their partitions carries (and has projected) warm-up records before the measured
+sends start."""
+WARMUP_SEED_OFFSET = 1000
+"""The warm-up workload's seed is the measured one's plus this: other run and claim ids."""
+SLICE_SECONDS = 10.0
+"""The half-load p99 is also reported per slice of this many seconds of input."""
 
 
 @dataclass
@@ -86,6 +114,44 @@ def build_workload(names: TopicNames, runs: int, claims: int, seed: int) -> Work
     return wl
 
 
+def workload_mix(
+    rate: float, seconds: float, runs: int, claims: int, *, judges: int = len(workload.JUDGE_MODELS), min_runs: int = 1
+) -> tuple[int, int]:
+    """Runs and claims in the proportion of `runs` : `claims` whose events (each run
+    is its own event and `judges` judge outputs; one rubric besides), sent at `rate`
+    per second, last `seconds`. At least `min_runs` runs when the mix has runs."""
+    events = max(1, math.ceil(rate * seconds))
+    if runs <= 0:
+        return 0, max(1, events)
+    per_run = 1 + judges
+    n_runs = max(min_runs, 1, round(events / (per_run + claims / runs)))
+    n_claims = round(n_runs * claims / runs) if claims > 0 else 0
+    if claims > 0 and n_runs * per_run + n_claims < events:
+        n_claims = events - n_runs * per_run  # the rounding's remainder, so the events fill the time
+    return n_runs, n_claims
+
+
+def summary(latencies: Sequence[float]) -> dict[str, float]:
+    """p50, p95, p99 (nearest rank) and max of a non-empty sequence, as `p50` ... `max`."""
+    return {
+        "p50": harness.percentile(latencies, 50),
+        "p95": harness.percentile(latencies, 95),
+        "p99": harness.percentile(latencies, 99),
+        "max": max(latencies),
+    }
+
+
+def p99_by_slice(samples: Sequence[tuple[float, float]], start: float, end: float, width: float) -> list[float]:
+    """The p99 of the latencies (second of each `(sent_at, latency)`) of the inputs
+    sent in each `width`-second slice of [start, end]; a remainder shorter than half
+    a slice joins the last slice; a slice without samples is left out."""
+    count = max(1, round((end - start) / width))
+    buckets: list[list[float]] = [[] for _ in range(count)]
+    for at, latency in samples:
+        buckets[min(count - 1, max(0, int((at - start) // width)))].append(latency)
+    return [harness.percentile(b, 99) for b in buckets if b]
+
+
 @dataclass
 class PipelineResult:
     events: int
@@ -106,6 +172,17 @@ class PipelineResult:
     """`DECISION_LATENCY`, percentiles in ms."""
     decision_p95_ms: float = 0.0
     decision_p99_ms: float = 0.0
+    max_ms: float = 0.0
+    """The largest `LATENCY`, and below the largest `DECISION_LATENCY`, in ms."""
+    decision_max_ms: float = 0.0
+    decision_samples: int = 0
+    input_seconds: float = 0.0
+    """First to last send of the measured inputs."""
+    warmup_seconds: float = 0.0
+    """First to last send of the unmeasured warm-up inputs before them (0: none)."""
+    warmup_events: int = 0
+    p99_by_slice_ms: list[float] = field(default_factory=list)
+    """`LATENCY` p99 of the inputs sent in each `SLICE_SECONDS` of the measured input."""
 
 
 class VisibilityPoller:
@@ -118,8 +195,20 @@ class VisibilityPoller:
         self.counts: tuple[int, int] = (0, 0)
 
     async def poll_until(
-        self, runs: int, claims: int, topics: list[str], bootstrap: str, *, timeout: float, alive: Any
+        self,
+        runs: int,
+        claims: int,
+        topics: list[str],
+        bootstrap: str,
+        *,
+        timeout: float,
+        alive: Any,
+        counting: asyncio.Event | None = None,
     ) -> float:
+        """Poll until `runs` final runs and `claims` claim decisions are in the schema
+        and every record on `topics` is projected; return time.time() then. With
+        `counting`, the row counts are only queried once it is set (on a long pass,
+        counting growing tables every 20 ms would cost Postgres time the pass measures)."""
         conn = await psycopg.AsyncConnection.connect(
             self.database_url, autocommit=True, options=f"-c search_path={self.schema}"
         )
@@ -131,7 +220,7 @@ class VisibilityPoller:
                 cur = await conn.execute("SELECT topic, partition, next_offset FROM projection_offsets")
                 offsets = {(t, p): o for t, p, o in await cur.fetchall()}
                 self.history.append((now, offsets))
-                if ends is None:
+                if ends is None and (counting is None or counting.is_set()):
                     cur = await conn.execute(
                         "SELECT (SELECT count(*) FROM evaluation_reconciled_scores WHERE finalized_at IS NOT NULL),"
                         " (SELECT count(*) FROM routing_decisions WHERE subject = 'claim')"
@@ -164,6 +253,87 @@ class VisibilityPoller:
         return self.history[lo][0] if lo < len(self.history) else None
 
 
+@dataclass
+class _Pass:
+    """A pass's topics, schema and running worker and projector."""
+
+    bootstrap: str
+    database_url: str
+    prefix: str
+    names: TopicNames
+    schema: str
+    worker: harness.Process
+    projector: harness.Process
+
+    def alive(self) -> bool:
+        return self.worker.alive() and self.projector.alive()
+
+    @property
+    def projected(self) -> list[str]:
+        return [getattr(self.names, r) for r in PROJECTED_ROLES]
+
+
+@asynccontextmanager
+async def _started(bootstrap: str, database_url: str, workdir: Path, prefix: str, seed: int) -> AsyncIterator[_Pass]:
+    """Fresh topics and schema under `prefix`, one worker and one projector, and one
+    claim through both (start-up and group joins are not measured); stops both after."""
+    names = TopicNames.with_prefix(prefix)
+    schema = prefix.rstrip(".").replace("-", "_")
+    await harness.create(bootstrap, names)
+    await asyncio.to_thread(migrate, database_url, schema)
+    env = harness.worker_env(bootstrap, prefix, workdir) | {"DATABASE_URL": database_url}
+    worker = harness.Process(["worker", "--loglevel", "warn"], env, workdir / f"{prefix}worker.log").start()
+    projector = harness.Process(["projector", "--schema", schema], env, workdir / f"{prefix}projector.log").start()
+    p = _Pass(bootstrap, database_url, prefix, names, schema, worker, projector)
+    try:
+        rng = random.Random(seed + 1)
+        await harness.send_all(
+            bootstrap, [(names.checks, b"warm", json.dumps(workload.claim_check(rng, "warm")).encode())]
+        )
+        warm = VisibilityPoller(database_url, schema)
+        await warm.poll_until(0, 1, [names.checks], bootstrap, timeout=180.0, alive=p.alive)
+        yield p
+    finally:
+        worker.stop()
+        projector.stop()
+
+
+async def _send_and_wait(
+    p: _Pass,
+    wl: Workload,
+    *,
+    rate: float | None,
+    before: tuple[int, int],
+    timeout: float,
+    count_after_send: bool = False,
+) -> tuple[list[float], float, VisibilityPoller]:
+    """Send `wl` (paced at `rate`/s, or at once) while polling what became visible,
+    until its runs and claims are decided (`before`: the final runs and claim
+    decisions already in the schema) and every projected record is in Postgres.
+    Returns each record's send time, the moment all was visible, and the poller."""
+    poller = VisibilityPoller(p.database_url, p.schema)
+    sent_all = asyncio.Event() if count_after_send else None
+    polling = asyncio.create_task(
+        poller.poll_until(
+            before[0] + wl.runs,
+            before[1] + wl.claims,
+            p.projected,
+            p.bootstrap,
+            timeout=timeout,
+            alive=p.alive,
+            counting=sent_all,
+        )
+    )
+    try:
+        sent = await harness.send_all(p.bootstrap, wl.records, rate=rate)
+    except BaseException:
+        polling.cancel()
+        raise
+    if sent_all is not None:
+        sent_all.set()
+    return sent, await polling, poller
+
+
 async def run_pipeline(
     bootstrap: str,
     database_url: str,
@@ -177,77 +347,127 @@ async def run_pipeline(
 ) -> PipelineResult:
     """One measured pass: fresh topics and schema, one worker, one projector."""
     prefix = harness.new_prefix("pipe")
-    names = TopicNames.with_prefix(prefix)
-    schema = prefix.rstrip(".").replace("-", "_")
-    await harness.create(bootstrap, names)
-    await asyncio.to_thread(migrate, database_url, schema)
-    env = harness.worker_env(bootstrap, prefix, workdir) | {"DATABASE_URL": database_url}
-    worker = harness.Process(["worker", "--loglevel", "warn"], env, workdir / f"{prefix}worker.log").start()
-    projector = harness.Process(["projector", "--schema", schema], env, workdir / f"{prefix}projector.log").start()
-    procs = (worker, projector)
-    try:
-        alive = lambda: all(p.alive() for p in procs)  # noqa: E731
-        # Warm-up: one claim through worker and projector, so start-up and group joins are not measured.
-        rng = random.Random(seed + 1)
-        await harness.send_all(
-            bootstrap, [(names.checks, b"warm", json.dumps(workload.claim_check(rng, "warm")).encode())]
-        )
-        warm = VisibilityPoller(database_url, schema)
-        await warm.poll_until(0, 1, [names.checks], bootstrap, timeout=180.0, alive=alive)
-
-        wl = build_workload(names, runs, claims, seed)
-        poller = VisibilityPoller(database_url, schema)
-        topics = [getattr(names, r) for r in PROJECTED_ROLES]
-        polling = asyncio.create_task(
-            poller.poll_until(runs, claims + 1, topics, bootstrap, timeout=timeout, alive=alive)
-        )
-        cpu0 = [p.cpu_seconds() for p in procs]
-        sent = await harness.send_all(bootstrap, wl.records, rate=rate)
-        done_at = await polling
-        rss = worker.rss_mb()
-        cpu = [p.cpu_seconds() - c for p, c in zip(procs, cpu0, strict=True)]
-    finally:
-        for p in procs:
-            p.stop()
-    latencies = await _row_latencies(bootstrap, names, wl, sent, poller)
-    decisions = await _latencies(bootstrap, names, wl, sent, poller)
+    async with _started(bootstrap, database_url, workdir, prefix, seed) as p:
+        wl = build_workload(p.names, runs, claims, seed)
+        cpu0 = [p.worker.cpu_seconds(), p.projector.cpu_seconds()]
+        sent, done_at, poller = await _send_and_wait(p, wl, rate=rate, before=(0, 1), timeout=timeout)
+        rss = p.worker.rss_mb()
+        cpu = [p.worker.cpu_seconds() - cpu0[0], p.projector.cpu_seconds() - cpu0[1]]
+    rows = [ms for _, ms in await _row_latencies(bootstrap, p.names, wl, sent, poller)]
+    decisions = [ms for _, ms in await _latencies(bootstrap, p.names, wl, sent, poller)]
     seconds = done_at - sent[0]
+    row, decision = summary(rows), summary(decisions)
     return PipelineResult(
         events=len(wl.records),
         seconds=seconds,
         events_per_s=len(wl.records) / seconds,
-        p50_ms=harness.percentile(latencies, 50),
-        p95_ms=harness.percentile(latencies, 95),
-        p99_ms=harness.percentile(latencies, 99),
+        p50_ms=row["p50"],
+        p95_ms=row["p95"],
+        p99_ms=row["p99"],
         rate=rate,
         worker_rss_mb=rss,
-        samples=len(latencies),
+        samples=len(rows),
         worker_cpu_s=cpu[0],
         projector_cpu_s=cpu[1],
         prefix=prefix,
-        decision_p50_ms=harness.percentile(decisions, 50),
-        decision_p95_ms=harness.percentile(decisions, 95),
-        decision_p99_ms=harness.percentile(decisions, 99),
+        decision_p50_ms=decision["p50"],
+        decision_p95_ms=decision["p95"],
+        decision_p99_ms=decision["p99"],
+        max_ms=row["max"],
+        decision_max_ms=decision["max"],
+        decision_samples=len(decisions),
+        input_seconds=sent[-1] - sent[0],
     )
+
+
+async def run_half_load(
+    bootstrap: str,
+    database_url: str,
+    workdir: Path,
+    *,
+    rate: float,
+    seconds: float,
+    warmup_seconds: float,
+    runs: int,
+    claims: int,
+    seed: int = 12,
+    timeout: float = 900.0,
+) -> PipelineResult:
+    """Latency at a paced `rate` on warm topics: fresh topics and schema, one worker
+    and one projector; first an unmeasured warm-up (`warmup_seconds` of input at
+    `rate`, all of it projected, every partition of `WARMED_ROLES` having carried
+    records), then `seconds` of measured input at the same rate. Both workloads mix
+    runs and claims as `runs` : `claims` do."""
+    prefix = harness.new_prefix("half")
+    names = TopicNames.with_prefix(prefix)
+    warm_runs, warm_claims = workload_mix(rate, warmup_seconds, runs, claims, min_runs=10 * harness.PARTITIONS)
+    warm = build_workload(names, warm_runs, warm_claims, seed + WARMUP_SEED_OFFSET)
+    measured_runs, measured_claims = workload_mix(rate, seconds, runs, claims)
+    wl = build_workload(names, measured_runs, measured_claims, seed)
+    async with _started(bootstrap, database_url, workdir, prefix, seed) as p:
+        warm_sent, _, _ = await _send_and_wait(
+            p, warm, rate=rate, before=(0, 1), timeout=timeout, count_after_send=True
+        )
+        cold = await _unwarmed(bootstrap, names)
+        if cold:
+            raise RuntimeError(f"half load: partitions without a warm-up record: {cold}")
+        before = (warm.runs, 1 + warm.claims)
+        sent, done_at, poller = await _send_and_wait(
+            p, wl, rate=rate, before=before, timeout=timeout, count_after_send=True
+        )
+    rows = await _row_latencies(bootstrap, names, wl, sent, poller)
+    decisions = [ms for _, ms in await _latencies(bootstrap, names, wl, sent, poller)]
+    row, decision = summary([ms for _, ms in rows]), summary(decisions)
+    return PipelineResult(
+        events=len(wl.records),
+        seconds=done_at - sent[0],
+        events_per_s=len(wl.records) / (done_at - sent[0]),
+        p50_ms=row["p50"],
+        p95_ms=row["p95"],
+        p99_ms=row["p99"],
+        rate=rate,
+        worker_rss_mb=0.0,
+        samples=len(rows),
+        prefix=prefix,
+        decision_p50_ms=decision["p50"],
+        decision_p95_ms=decision["p95"],
+        decision_p99_ms=decision["p99"],
+        max_ms=row["max"],
+        decision_max_ms=decision["max"],
+        decision_samples=len(decisions),
+        input_seconds=sent[-1] - sent[0],
+        warmup_seconds=warm_sent[-1] - warm_sent[0],
+        warmup_events=len(warm.records),
+        p99_by_slice_ms=p99_by_slice(rows, sent[0], sent[-1], SLICE_SECONDS),
+    )
+
+
+async def _unwarmed(bootstrap: str, names: TopicNames) -> list[tuple[str, int]]:
+    """The partitions of `WARMED_ROLES` that have not carried a record."""
+    ends = await harness.end_offsets(bootstrap, [getattr(names, r) for r in WARMED_ROLES])
+    return sorted(tp for tp, end in ends.items() if end == 0)
 
 
 async def _row_latencies(
     bootstrap: str, names: TopicNames, wl: Workload, sent: list[float], poller: VisibilityPoller
-) -> list[float]:
-    """`LATENCY` per judge output and claim check: its send -> the commit of its own
-    row, which the projector writes from the worker's validated record."""
+) -> list[tuple[float, float]]:
+    """`LATENCY` per judge output and claim check of `wl`, with its send time: its
+    send -> the commit of its own row, which the projector writes from the worker's
+    validated record."""
     validated = await harness.read_all(bootstrap, [names.judge_outputs_valid, names.checks_valid])
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     for record in validated:
         doc = orjson.loads(record.value)
         if record.topic == names.judge_outputs_valid:
             index = wl.output_of.get(doc.get("judge_run_id"))
         else:
             index = wl.claim_of.get(doc.get("claim_id"))
+        if index is None:
+            continue  # the warm-up claim, or a warm-up workload's input
         at = poller.visible_at(record.topic, record.partition, record.offset)
-        if index is None or at is None:
-            continue  # the warm-up claim
-        latencies.append((at - sent[index]) * 1000)
+        if at is None:
+            continue
+        latencies.append((sent[index], (at - sent[index]) * 1000))
     if not latencies:
         raise RuntimeError("no judge output or claim check row became visible")
     return latencies
@@ -255,11 +475,12 @@ async def _row_latencies(
 
 async def _latencies(
     bootstrap: str, names: TopicNames, wl: Workload, sent: list[float], poller: VisibilityPoller
-) -> list[float]:
-    """`DECISION_LATENCY` per input: send time -> its decision's rows visible (claims:
-    the routing decision; judge outputs: the first revision that includes them)."""
+) -> list[tuple[float, float]]:
+    """`DECISION_LATENCY` per input of `wl`, with its send time: send time -> its
+    decision's rows visible (claims: the routing decision; judge outputs: the first
+    revision that includes them)."""
     decided = await harness.read_all(bootstrap, [names.done, names.second_judge, names.human_review, names.reconciled])
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     seen: set[str] = set()
     for record in decided:
         at = poller.visible_at(record.topic, record.partition, record.offset)
@@ -278,7 +499,7 @@ async def _latencies(
             seen.add(input_id)
             index = wl.output_of.get(input_id, wl.claim_of.get(input_id))
             assert index is not None
-            latencies.append((at - sent[index]) * 1000)
+            latencies.append((sent[index], (at - sent[index]) * 1000))
     if not latencies:
         raise RuntimeError("no decision became visible")
     return latencies

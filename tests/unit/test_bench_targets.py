@@ -134,3 +134,43 @@ def test_table_prints_the_goal_column_and_n_a_without_a_floor() -> None:
     del result["ratios"]["contract_typical_vs_floor"]
     targets_column = _cells(result)[3]
     assert "<= 1.5 n/a" in targets_column
+
+
+def _labels_and_values(result: dict[str, Any]) -> dict[str, str]:
+    columns = _cells(result)
+    return dict(zip(columns[0], columns[1], strict=True))
+
+
+def test_half_load_rows_show_p50_p99_and_max_of_both_latencies() -> None:
+    result = _full_result(pipeline_p99_ms_half_load=420.0)
+    result.update(
+        pipeline_half_load_input_s=29.98, pipeline_max_ms_half_load=610.0, pipeline_decision_p50_ms_half_load=7.0,
+        pipeline_decision_p99_ms_half_load=440.0, pipeline_decision_max_ms_half_load=1_234.0,
+    )  # fmt: skip
+    rows = _labels_and_values(result)
+    latency = next(label for label in rows if label.strip().startswith("latency p50 / p99 / max at 150 ev/s"))
+    assert "warmed topics, 30 s of input" in latency
+    assert "under" not in latency
+    assert rows[latency] == "5 / 420 / 610 ms"
+    decision = next(label for label in rows if label.strip().startswith("decision latency p50 / p99 / max"))
+    assert rows[decision] == "7 / 440 / 1,234 ms"
+    targets = dict(zip(_cells(result)[0], _cells(result)[3], strict=True))
+    assert targets[latency] == "< 500 met"
+    assert targets[decision] == ""
+
+
+def test_a_half_load_pass_shorter_than_30_s_says_so() -> None:
+    result = _full_result()
+    result.update(
+        pipeline_half_load_input_s=10.0, pipeline_max_ms_half_load=610.0, pipeline_decision_p50_ms_half_load=7.0,
+        pipeline_decision_p99_ms_half_load=440.0, pipeline_decision_max_ms_half_load=1_234.0,
+    )  # fmt: skip
+    latency = next(label for label in _labels_and_values(result) if "p50 / p99 / max at" in label)
+    assert "10 s of input, under 30 s" in latency
+
+
+def test_results_from_before_the_warmed_pass_show_what_they_have() -> None:
+    rows = _labels_and_values(_full_result())  # no `pipeline_max_ms_half_load`, no decision keys
+    latency = next(label for label in rows if "p50 / p95 / p99 at 150 ev/s" in label)
+    assert rows[latency] == "5 / 9 / 420 ms"
+    assert not any("decision latency" in label for label in rows)
