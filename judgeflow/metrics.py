@@ -66,6 +66,7 @@ def bind_health(status: Callable[[], Status], outage: Reachability, dependencies
 
     LIVE.set_function(lambda: verdict(False))
     READY.set_function(lambda: verdict(True))
+
     def unreachable_for(dependency: str) -> Callable[[], float]:
         return lambda: outage.down().get(dependency, 0.0)
 
