@@ -724,10 +724,6 @@ def schema_export(directory: Path) -> None:
         click.echo(str(path))
 
 
-if __name__ == "__main__":
-    main()
-
-
 @main.command()
 @click.option("--minutes", type=float, required=True, help="how long the steady load lasts (0.5 to 1440)")
 @click.option("--rate", type=float, required=True, help="events per second of the real mix (1 to 100000)")
@@ -806,3 +802,7 @@ def soak(
         )
         sys.exit(1)
     click.echo(f"every published event accounted for: {acc['expected']}")
+
+
+if __name__ == "__main__":
+    main()
