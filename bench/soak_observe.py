@@ -17,6 +17,7 @@ import time
 import urllib.request
 from array import array
 from collections import defaultdict, deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,20 @@ def summarize(values: list[float]) -> dict[str, float | int | None]:
     }
 
 
+async def consume(bootstrap: str, topics: list[str], stop: asyncio.Event) -> AsyncIterator[tuple[list[Any], float]]:
+    """Every record of `topics` from the beginning, a fetch at a time with the time it was read, until `stop`."""
+    consumer = AIOKafkaConsumer(
+        *topics, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200, max_records=5000)
+            yield [r for records in batch.values() for r in records], time.time()
+    finally:
+        await consumer.stop()
+
+
 class DecisionTracker:
     """Send -> decision: a claim's first routing decision after its first check was sent, a run's evaluation
     decision after its last judge output was sent (both read from the routing topics)."""
@@ -79,23 +94,9 @@ class DecisionTracker:
         self.window = Window()
 
     async def run(self, stop: asyncio.Event) -> None:
-        consumer = AIOKafkaConsumer(
-            *self.topics,
-            bootstrap_servers=self.bootstrap,
-            group_id=None,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
-        await consumer.start()
-        try:
-            while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=200, max_records=5000)
-                now = time.time()
-                for records in batch.values():
-                    for r in records:
-                        self._decided(orjson.loads(r.value), now)
-        finally:
-            await consumer.stop()
+        async for records, now in consume(self.bootstrap, self.topics, stop):
+            for r in records:
+                self._decided(orjson.loads(r.value), now)
 
     def _decided(self, d: dict[str, Any], now: float) -> None:
         if d.get("subject") == "claim" and len(d.get("judge_ids") or ()) == 1:
@@ -138,23 +139,10 @@ class VisibilityTracker:
 
     async def _read_validated(self, stop: asyncio.Event) -> None:
         topics = [self.names.checks_valid, self.names.judge_outputs_valid]
-        consumer = AIOKafkaConsumer(
-            *topics,
-            bootstrap_servers=self.bootstrap,
-            group_id=None,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
-        await consumer.start()
-        try:
-            while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=200, max_records=5000)
-                for records in batch.values():
-                    for r in records:
-                        self._landed(r.topic, r.partition, r.offset, orjson.loads(r.value))
-                self._resolve()
-        finally:
-            await consumer.stop()
+        async for records, _ in consume(self.bootstrap, topics, stop):
+            for r in records:
+                self._landed(r.topic, r.partition, r.offset, orjson.loads(r.value))
+            self._resolve()
 
     def _landed(self, topic: str, partition: int, offset: int, d: dict[str, Any]) -> None:
         if topic == self.names.checks_valid:

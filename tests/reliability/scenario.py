@@ -20,11 +20,7 @@ from typing import Any
 
 import psycopg
 
-from bench.harness import read_all
-from judgeflow import workload
-from projections.migrate import migrate
-from streams.topics import TopicNames
-from tests.reliability.checker import (
+from bench.accounting import (
     Published,
     TableCount,
     TopicCount,
@@ -34,6 +30,10 @@ from tests.reliability.checker import (
     sha,
     summary,
 )
+from bench.harness import read_all
+from judgeflow import workload
+from projections.migrate import migrate
+from streams.topics import TopicNames
 from tests.support import (
     ProjectorProcess,
     Worker,

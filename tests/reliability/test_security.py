@@ -15,11 +15,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bench.accounting import sha
 from judgeflow import workload
 from judgeflow.dashboard import report_html, summary
 from judgeflow.services.ports import free_port
 from tests.conftest import RELIABILITY
-from tests.reliability.checker import sha
 from tests.reliability.scenario import Scenario
 from tests.support import REPO
 

@@ -1,4 +1,4 @@
-"""Three minutes of `judgeflow soak --faults` (reliability scenario 9): the real mix at a steady rate while a
+"""Three minutes of `judgeflow soak --faults` (the reliability suite's soak): the real mix at a steady rate while a
 worker and a projector are SIGKILLed and the broker and Postgres restart, under a restarting supervisor, and
 at the end every published event accounted for. Run as a user runs it, from the command line."""
 
@@ -37,8 +37,8 @@ def test_three_minutes_with_every_fault_lose_nothing(tmp_path: Path) -> None:
     assert all(f["recovery_s"] is not None for f in result["faults"]), result["faults"]
     assert result["exits"]["worker"] and result["exits"]["projector"]  # each SIGKILLed once, restarted
     assert len(result["samples"]) >= 30 and targets["rate_kept"], targets
-    RELIABILITY["9 three-minute soak with faults"] = {
-        "scenario": "9 three-minute soak with faults", "events_published": sum(result["published"].values()),
+    RELIABILITY["soak: three minutes with faults"] = {
+        "scenario": "soak: three minutes with faults", "events_published": sum(result["published"].values()),
         "faults": "; ".join(f"{f['fault']} (recovered {f['recovery_s']} s)" for f in result["faults"]),
         "lost": acc["lost"], "duplicated": acc["duplicated"], "unexpected": acc["unexpected"],
         "redelivered": acc["redelivered"], "double_decisions": acc["double_decisions"],
