@@ -10,12 +10,14 @@ starts, how long it has lasted, and when it ends; its lines pass here untouched.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from streams.outage import span
 
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 OWN = "judgeflow"
 """Loggers under this name are judgeflow's own: not filtered."""
 
@@ -27,7 +29,8 @@ class _Seen:
 
 
 class RepeatFilter(logging.Filter):
-    """One line per (logger, message template) per `every` seconds, for every logger but judgeflow's own."""
+    """One line per (logger, message template with its numbers blanked) per `every` seconds, for every logger but
+    judgeflow's own."""
 
     def __init__(self, every: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -38,7 +41,10 @@ class RepeatFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == OWN or record.name.startswith(OWN + "."):
             return True
-        key = (record.name, record.levelno, record.msg if isinstance(record.msg, str) else type(record.msg).__name__)
+        # Numbers do not make a kind: some clients format their message before logging it ("producer buffer
+        # full size 210", "... size 111"), and every value would otherwise pass as a line of its own.
+        text = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
+        key = (record.name, record.levelno, _NUMBER.sub("#", text))
         now = self.clock()
         seen = self._seen.get(key)
         if seen is not None and now - seen.logged_at < self.every:

@@ -22,8 +22,12 @@ class Clock:
 
 def reach(clock: Clock, caplog: pytest.LogCaptureFixture, **kw: float) -> Reachability:
     caplog.set_level(logging.INFO, "test.outage")
-    return Reachability(clock=clock, wall=lambda: datetime(2026, 12, 6, 12, 0, 0, tzinfo=UTC),
-                        log=logging.getLogger("test.outage"), **kw)  # fmt: skip
+    return Reachability(
+        clock=clock,
+        wall=lambda: datetime(2026, 12, 6, 12, 0, 0, tzinfo=UTC),
+        log=logging.getLogger("test.outage"),
+        **kw,
+    )
 
 
 def test_an_outage_is_one_line_when_it_starts_one_per_interval_and_one_when_it_ends(
@@ -88,7 +92,14 @@ def test_the_outage_exit_comes_after_the_window_and_never_when_it_is_zero(caplog
 
 def test_span_reads_like_people_write_it() -> None:
     assert [span(s) for s in (0, 45.9, 60, 300, 3599, 3600, 3725)] == [
-        "0s", "45s", "1m 00s", "5m 00s", "59m 59s", "1h 00m", "1h 02m"]  # fmt: skip
+        "0s",
+        "45s",
+        "1m 00s",
+        "5m 00s",
+        "59m 59s",
+        "1h 00m",
+        "1h 02m",
+    ]
 
 
 def test_the_repeat_filter_lets_the_first_through_then_one_per_interval_with_the_count() -> None:
@@ -100,8 +111,10 @@ def test_the_repeat_filter_lets_the_first_through_then_one_per_interval_with_the
 
     passed = []
     for _ in range(4800):  # ten minutes, 8 a second (an exact step), two kinds of line
-        for r in (rec("aiokafka.client", "Unable connect to node with id %s: %s", 1, "refused"),
-                  rec("aiokafka.cluster", "Unable to update metadata from %s", [1])):  # fmt: skip
+        for r in (
+            rec("aiokafka.client", "Unable connect to node with id %s: %s", 1, "refused"),
+            rec("aiokafka.cluster", "Unable to update metadata from %s", [1]),
+        ):
             if f.filter(r):
                 passed.append(r.getMessage())
         clock.now += 0.125
@@ -110,3 +123,17 @@ def test_the_repeat_filter_lets_the_first_through_then_one_per_interval_with_the
     assert passed[2] == "Unable connect to node with id 1: refused [and 479 more like it in the last 1m 00s]"
     own = rec("judgeflow.projector", "set aside %s", "x")
     assert all(f.filter(own) for _ in range(5))  # judgeflow's own lines are never held back here
+
+
+def test_lines_that_differ_only_in_their_numbers_are_one_kind() -> None:
+    clock = Clock()
+    f = RepeatFilter(every=60.0, clock=clock)
+    passed = []
+    for size in range(100, 700):  # Faust formats these itself: a new text each time
+        r = logging.LogRecord(
+            "faust.producer", logging.WARNING, __file__, 1, f"producer buffer full size {size}", (), None
+        )
+        if f.filter(r):
+            passed.append(r.getMessage())
+        clock.now += 0.5
+    assert len(passed) == 5 and passed[1] == "producer buffer full size 220 [and 119 more like it in the last 1m 00s]"
