@@ -19,7 +19,6 @@ import faust
 from streams import metrics
 from streams.claims import ClaimStage
 from streams.drift import DriftAccumulator, DriftOptions, DriftStage
-from streams.drift import watch as watch_drift
 from streams.durable_commit import DurableApp
 from streams.envelope import utc_now
 from streams.liveness import LivenessOptions, WatchdogLoop
@@ -28,7 +27,7 @@ from streams.rubric_cache import RubricCache, RubricStage
 from streams.runs import RunStage
 from streams.stage import Clock, HoldBudget
 from streams.state_codec import STATE_CODEC
-from streams.sweep_index import SweepIndex, watch_claim, watch_run
+from streams.sweep_index import SweepIndex
 from streams.topics import TopicNames
 from streams.watchdog import ProgressWatchdog, WatchdogState
 from streams.wiring import DriftFlush, Publisher, RubricCacheTask, StageAgent, Sweep, Take, Topology
@@ -200,9 +199,9 @@ def build_app(options: WorkerOptions) -> WorkerApp:
     app.stream_topics = frozenset(names.all()[r] for stage in (runs, claims, rubrics, drift) for r in stage.reads)
     table = Tables(app, options, store)
     run_table, claim_table, drift_table = table(runs.keeps), table(claims.keeps), table(drift.keeps)
-    open_runs = SweepIndex(run_table, watch_run, hold, runs.keeps)
-    watched_claims = SweepIndex(claim_table, watch_claim, hold, claims.keeps)
-    drifting = SweepIndex(drift_table, watch_drift)
+    open_runs = SweepIndex(run_table, runs.wake_at, hold, runs.keeps)
+    watched_claims = SweepIndex(claim_table, claims.wake_at, hold, claims.keeps)
+    drifting = SweepIndex(drift_table, drift.wake_at)
 
     topology = app.topology = Topology()
     out, take = Publisher(app, names), Take(options.take_events, options.agent_slice_ms)

@@ -31,10 +31,11 @@ from schemas import ClaimCheck, RoutingDecision, RoutingPolicy, RubricVersion, S
 from streams.aggregate import aggregate_verdicts
 from streams.drift import LOW_CONFIDENCE_DEFAULT, DriftAccumulator, epoch
 from streams.edge import Admitted, admit_claim_check, over_hold_limit
-from streams.envelope import H_SOURCE, Outgoing, SourceRef, iso
+from streams.envelope import H_SOURCE, Outgoing, SourceRef, iso, micros
 from streams.ids import event_id
 from streams.routing import route, route_aggregate
 from streams.stage import Clock, HoldBudget, Inbound, RubricLookup, State, Step
+from streams.sweep_index import EVERY_TICK
 
 RESUME = b'{"kind":"resume"}'
 EXPIRE = b'{"kind":"expire"}'
@@ -278,6 +279,23 @@ def _due(doc: State, now: datetime, retention: timedelta) -> bool:
     return isinstance(decided, str) and not doc.get("held") and datetime.fromisoformat(decided) + retention <= now
 
 
+def wake_at(doc: State, retention: timedelta, grace: timedelta) -> int | None:
+    """The earliest time (µs since the epoch) the sweep could have a record to send for this claim: every tick
+    while it waits for its rubric; once decided, when its retention runs out or its held checks' grace (alert);
+    None for a claim still being judged. A lower bound: `ClaimStage.sweep` sends nothing before it."""
+    if doc.get("waiting_for") == "rubric":
+        return EVERY_TICK
+    decided = doc.get("decided_at")
+    if not isinstance(decided, str):
+        return None
+    held = bool(doc.get("held"))
+    times = [] if held else [micros(datetime.fromisoformat(decided) + retention)]
+    since = doc.get("held_since")
+    if held and isinstance(since, str) and "held_too_long" not in (doc.get("alerted") or {}):
+        times.append(micros(datetime.fromisoformat(since) + grace))
+    return min(times) if times else None
+
+
 def held_too_long(doc: State, now: datetime, grace: timedelta) -> bool:
     """Checks held for their rubric longer than the grace, and no alert raised yet."""
     since = doc.get("held_since")
@@ -423,6 +441,10 @@ class ClaimStage:
         if self.retention <= timedelta(0) and expired(state, now, self.retention):
             return Step.store(None, out)
         return Step.store(state.model_dump(mode="json", exclude_defaults=True), out)
+
+    def wake_at(self, doc: State) -> int | None:
+        """When the sweep next needs this stored claim (`wake_at`)."""
+        return wake_at(doc, self.retention, self.stale_after)
 
     def sweep(self, states: list[tuple[str, State]]) -> list[Outgoing]:
         """Control records for the claims that need one: a held rubric arrived, checks held too long (alert),

@@ -39,6 +39,7 @@ from schemas.types import utc_timestamp
 from streams.envelope import Outgoing, iso
 from streams.judge_summary import TIMEOUT_MARK, JudgeSummary
 from streams.stage import Clock, Inbound, State, Step
+from streams.sweep_index import EVERY_TICK
 
 DRIFT_NS = uuid.UUID("3d0f6b2a-9e51-5c47-b8a3-6f2e1d9c7a40")
 CONTRADICTION_SCORE = 0.80
@@ -473,6 +474,10 @@ class DriftStage:
             raised_at=_iso(now),
         )
         return alert.model_dump_json().encode()
+
+    def wake_at(self, doc: State) -> int | None:
+        """A judge with open windows is looked at every tick (there are few judges); one without needs nothing."""
+        return EVERY_TICK if watch(doc) else None
 
     def sweep(self, states: list[tuple[str, State]]) -> list[Outgoing]:
         """Tick records for the judges whose open windows the clock has closed (a judge that went quiet)."""

@@ -53,7 +53,9 @@ from streams.judge_summary import TIMEOUT_MARK, JudgeSummary, summarize
 from streams.reconcile import NoSuccessfulJudge, reconcile_summaries
 from streams.routing import route_evaluation
 from streams.stage import Clock, HoldBudget, Inbound, RubricLookup, State, Step
+from streams.sweep_index import EVERY_TICK
 
+_MICROSECOND = timedelta(microseconds=1)
 log = logging.getLogger("judgeflow.streams")
 RESUME = b'{"kind":"resume"}'
 EXPIRE = b'{"kind":"expire"}'
@@ -552,6 +554,25 @@ def expired(state: State, now: datetime, retention: timedelta) -> bool:
     return isinstance(finalized, int) and finalized <= micros(now - retention)
 
 
+def wake_at(stored: State, retention: timedelta, grace: timedelta) -> int | None:
+    """The earliest time (µs since the epoch) the sweep could have a record to send for this run: a final run's
+    retention, an open run's deadline (stubs) or its held outputs' grace (alert); every tick while it waits for
+    its rubric; None while nothing in it is timed. A lower bound: `RunStage.sweep` sends nothing before it."""
+    doc = upgrade(stored)
+    if "final_at" in doc:
+        finalized = doc["final_at"]
+        return finalized + retention // _MICROSECOND if isinstance(finalized, int) else None
+    if doc.get("waiting") == "rubric":
+        return EVERY_TICK
+    times = []
+    deadline = doc.get("deadline")
+    if isinstance(deadline, int):
+        times.append(deadline)  # stubs at the deadline; `run_overdue` comes later still
+    if doc.get("held") and "held_too_long" not in (doc.get("alerted") or {}):
+        times.append(doc["seen"] + grace // _MICROSECOND)
+    return min(times) if times else None
+
+
 def alerts_due(doc: State, now: datetime, grace: timedelta) -> list[str]:
     """Stale-work alerts a run needs and has not had: past its deadline + grace and still not final
     (`run_overdue`), or holding outputs for its run or rubric longer than the grace (`held_too_long`).
@@ -735,6 +756,10 @@ class RunStage:
         if self.retention <= timedelta(0) and expired(doc, now, self.retention):
             return Step.store(None, out)
         return Step.store(doc, out)
+
+    def wake_at(self, stored: State) -> int | None:
+        """When the sweep next needs this stored run (`wake_at`)."""
+        return wake_at(stored, self.retention, self.stale_after)
 
     def sweep(self, states: list[tuple[str, State]]) -> list[Outgoing]:
         """Control and stub records for the runs that need one: a held rubric arrived (resume), judges past

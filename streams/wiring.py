@@ -22,9 +22,9 @@ from schemas.errors import ErrorDetail
 from streams import metrics
 from streams.drift import DriftAccumulator
 from streams.edge import dead_letter
-from streams.envelope import H_ERROR_CODES, Outgoing, SourceRef
+from streams.envelope import H_ERROR_CODES, Outgoing, SourceRef, micros
 from streams.rubric_cache import RubricCache
-from streams.stage import HoldBudget, Inbound, State, Step
+from streams.stage import Clock, HoldBudget, Inbound, State, Step
 from streams.sweep_index import SweepIndex
 from streams.topics import TopicNames
 
@@ -43,6 +43,9 @@ class Stage(Protocol):
 class SweepingStage(Protocol):
     reads: tuple[str, ...]
     keeps: str
+    clock: Clock
+
+    def wake_at(self, doc: State) -> int | None: ...
 
     def sweep(self, states: list[tuple[str, State]]) -> list[Outgoing]: ...
 
@@ -296,7 +299,7 @@ class Sweep:
         try:
             mine = self.owned()
             self.index.refill(mine)
-            out = self.stage.sweep(self.index.due(mine))
+            out = self.stage.sweep(self.index.due(mine, micros(self.stage.clock())))
             self.index.mark_sent([(r.key or b"").decode() for r in out])
             await self.publisher.publish(self.name, self.writes, out)
             metrics.STATE_KEYS.labels(self.stage.keeps).set(len(self.index.keys))
