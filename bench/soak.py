@@ -48,6 +48,9 @@ class SoakOptions:
     seed: int = 3
     sample_seconds: float = 5.0
     workdir: Path = Path(".judgeflow/soak")
+    journal: Path | None = None
+    """Each sample and each fault appended here as one JSON line as it happens: a run stopped early, or one
+    that never drains its backlog, still leaves its time series."""
 
     def check(self) -> None:
         """One line per bad option (`judgeflow soak` prints it and exits 2)."""
@@ -225,9 +228,9 @@ async def _fault(run: Run, kind: str) -> None:
             recovered = time.monotonic() - t0
             break
         await asyncio.sleep(0.5)  # an orchestrator's probe interval
-    run.faults.append(
-        {"fault": kind, "at_s": round(at, 1), "recovery_s": None if recovered is None else round(recovered, 1)}
-    )
+    fault = {"fault": kind, "at_s": round(at, 1), "recovery_s": None if recovered is None else round(recovered, 1)}
+    run.faults.append(fault)
+    _journal(run, fault)
 
 
 async def _faults(run: Run, until: float, stop: asyncio.Event) -> None:
@@ -279,6 +282,13 @@ def _sample(
     decisions.window.values, rows.window.values = [], []
     last.update(t=now, sent=run.sent)
     run.samples.append(sample)
+    _journal(run, {"sample": sample})
+
+
+def _journal(run: Run, entry: dict[str, Any]) -> None:
+    if run.options.journal is not None:
+        with run.options.journal.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
 
 
 async def _sampler(

@@ -750,7 +750,8 @@ def soak(
 
     Starts its own broker and Postgres, a worker and a projector under a restarting supervisor; writes one
     sample every few seconds (latency send -> decision and send -> row, lag, RSS and CPU of every process)
-    and, at the end, JSON and an HTML page of the time series. Exits 1 unless every published event is
+    and, at the end, JSON and an HTML page of the time series (until then, each sample is appended to
+    soak-<time>.jsonl as it is taken). Exits 1 unless every published event is
     accounted for (0 lost, 0 duplicated, 0 decided twice).
 
     \b
@@ -770,9 +771,10 @@ def soak(
     logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     quiet_repeats(60.0)  # the load generator's producer during a broker restart: one line per kind a minute
     work = workdir or Path(tempfile.mkdtemp(prefix="judgeflow-soak-"))
-    options = SoakOptions(
-        minutes=minutes, rate=rate, faults=faults, seed=seed, sample_seconds=sample_seconds, workdir=work
-    )
+    stem = f"soak-{clock.strftime('%Y-%m-%d-%H%M')}"
+    out.mkdir(parents=True, exist_ok=True)
+    journal = out / f"{stem}.jsonl"
+    options = SoakOptions(minutes, rate, faults, seed, sample_seconds, workdir=work, journal=journal)
     try:
         options.check()
     except ValueError as exc:
@@ -789,8 +791,9 @@ def soak(
             )
             progress.update(task, completed=sample["t_s"], description=text)
 
+        click.echo(f"samples and faults as they happen: {journal}")
         result = run_soak(options, show)
-    stem = f"soak-{clock.strftime('%Y-%m-%d-%H%M')}"
+    journal.unlink(missing_ok=True)  # all of it is in the results now
     json_path, html_path = write(result, out, stem)
     acc = result["accounting"]
     click.echo(f"wrote {json_path} and {html_path} (services and logs in {work})")
