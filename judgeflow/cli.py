@@ -453,6 +453,49 @@ def dashboard(ctx: click.Context, schema: str, host: str | None, port: int) -> N
     web.run_app(app, host=bind, port=port, print=None)
 
 
+@main.command()
+@click.option("--as", "as_name", default=None, help="the reviewer's name (loopback bind only)")
+@click.option(
+    "--trusted-proxy",
+    "proxies",
+    multiple=True,
+    help="address of an authenticating proxy whose X-Forwarded-User names the reviewer (repeatable)",
+)
+@click.option("--schema", default="judgeflow", show_default=True, help="read-model schema")
+@click.option("--host", default=None, help="bind address (default JUDGEFLOW_WEB_HOST, 127.0.0.1)")
+@click.option("--port", type=int, default=8060, show_default=True)
+@click.pass_context
+def review(
+    ctx: click.Context, as_name: str | None, proxies: tuple[str, ...], schema: str, host: str | None, port: int
+) -> None:
+    """Serve the review desk: the queue of claims routed to people, blind first, one item at a time.
+
+    A review is published to `reviews` (acks=all); the projector makes it a row. On a loopback bind
+    `--as NAME` names the reviewer; any other bind needs an authenticating proxy (`--trusted-proxy`).
+
+    \b
+    Example:
+      judgeflow review --as ana   # then open http://127.0.0.1:8060/
+    """
+    from aiohttp import web
+
+    from judgeflow.desk.reviewer import ReviewerIdentity, check_name
+    from judgeflow.desk.serve import desk_app
+    from projections.migrate import check_schema_name
+
+    settings = _settings(ctx)
+    bind = host or settings.web_host
+    try:
+        who = ReviewerIdentity(check_name(as_name) if as_name is not None else None, frozenset(proxies))
+        who.check_bind(bind)
+        check_schema_name(schema)  # before anything connects
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    app = desk_app(settings, _database_url(settings), schema, who)
+    click.echo(f"review desk on http://{bind}:{port}/ (schema {schema})")
+    web.run_app(app, host=bind, port=port, print=None)
+
+
 ROLE_BY_TOPIC = {
     "judge.outputs": "judge_outputs",
     "judge.checks": "checks",

@@ -92,6 +92,7 @@ class Settings:
     drift_z: float = 5.0
     drift_min_delta: float = 0.05
     drift_min_window_events: int = 30
+    review_lease_seconds: float = 300.0  # judgeflow.desk.leases.LEASE_SECONDS
     kafka_security: KafkaSecurity = KafkaSecurity()
 
     @property
@@ -139,6 +140,7 @@ ENV = {
     "JUDGEFLOW_DRIFT_Z": "drift_z",
     "JUDGEFLOW_DRIFT_MIN_DELTA": "drift_min_delta",
     "JUDGEFLOW_DRIFT_MIN_WINDOW_EVENTS": "drift_min_window_events",
+    "JUDGEFLOW_REVIEW_LEASE_SECONDS": "review_lease_seconds",
 }
 SECURITY_ENV = {
     "KAFKA_SECURITY_PROTOCOL": "security_protocol",

@@ -35,6 +35,7 @@ import psycopg
 from projections import agreement_store
 from projections.agreement import DEFAULT_RESAMPLES
 from projections.migrate import DEFAULT_SCHEMA, check_schema_name
+from projections.review_items import ReviewSample
 from projections.rows import (
     PROJECTION_REFUSED,
     PROJECTION_UNDECODABLE,
@@ -182,6 +183,7 @@ class Projector:
         agreement_seconds: float | None = None,
         agreement_resamples: int | None = None,
         outage: Reachability | None = None,
+        review_sample: ReviewSample | None = None,
     ):
         """`ensure_partitions`: create missing topics at start with this many
         partitions (and `ensure_replication`), as the worker would; None leaves
@@ -199,6 +201,8 @@ class Projector:
         self.topics = [getattr(names, r) for r in PROJECTED_ROLES]
         self.roles = {getattr(names, r): r for r in PROJECTED_ROLES}
         self.believed: dict[tuple[str, int], int | None] = {}
+        self.review_sample = review_sample or ReviewSample.from_env()
+        """Which claims the review queue audits and which want two reviewers (`projections.review_items`)."""
         self.stats = ProjectorStats()
         self._stop = asyncio.Event()
         self._conn: psycopg.Connection | None = None
@@ -734,6 +738,7 @@ class Projector:
                 offsets,
                 self._before_commit if self._fault_at else None,
                 self.stats.timings,
+                self.review_sample,
             )
         except psycopg.Error as exc:
             if refused_by_data(exc):

@@ -327,7 +327,10 @@ def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:
             )
         elif role == "reviews":
             rv = parse_human_review(record.value)
-            rows.add("reviews", (rv.review_id, rv.claim_id, rv.reviewer, rv.final_verdict, rv.notes, rv.created_at))
+            seed = (rv.review_id, rv.claim_id, rv.reviewer, rv.final_verdict, rv.notes, rv.created_at)
+            desk = (rv.review_seconds, rv.blind_verdict, rv.source, rv.lease_id)
+            rows.add("reviews", (*seed, json.loads(record.value)["schema_version"], *desk))
+            rows.claims.add(rv.claim_id)  # its review item follows its reviews
     except ContractError as err:
         contract = {"rubrics": "rubric", "runs": "evaluation_run", "reviews": "review"}[role]
         _invalid(

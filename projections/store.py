@@ -35,6 +35,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from projections.agreement_store import mark_pending, touched
+from projections.review_items import DEFAULT_SAMPLE, ReviewSample, refresh_review_items
 from projections.rows import OWNED, Rows
 
 INSERTS: dict[str, str] = {
@@ -96,8 +97,9 @@ INSERTS: dict[str, str] = {
           reason, passage_quote, passage, claim_text, rubric_version_id, schema_version, checked_at,
           source_partition, source_offset, created_at)
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-    "reviews": """INSERT INTO reviews (review_id, claim_id, reviewer, final_verdict, notes, created_at)
-        VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "reviews": """INSERT INTO reviews (review_id, claim_id, reviewer, final_verdict, notes, created_at,
+          schema_version, review_seconds, blind_verdict, source, lease_id)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
     "routing_decisions": """INSERT INTO routing_decisions (event_id, subject, claim_id, evaluation_run_id, route,
           reason, verdict, score, confidence, judge_ids, input_ids, policy, aggregation_mode, tie_rule,
           agreement, decided_at)
@@ -398,10 +400,12 @@ def write_batch(
     offsets: Offsets,
     before_commit: object = None,
     timings: WriteTimings | None = None,
+    review_sample: ReviewSample = DEFAULT_SAMPLE,
 ) -> None:
-    """One transaction: check offsets, insert rows, refresh derived rows, store offsets."""
+    """One transaction: check offsets, insert rows, refresh derived rows (the review queue's too), store
+    offsets."""
     try:
-        _write_batch(conn, consumer, rows, offsets, before_commit, timings)
+        _write_batch(conn, consumer, rows, offsets, before_commit, timings, review_sample)
     except BaseException:
         _STAGES.pop(conn, None)
         raise
@@ -414,6 +418,7 @@ def _write_batch(
     offsets: Offsets,
     before_commit: object,
     timings: WriteTimings | None,
+    review_sample: ReviewSample,
 ) -> None:
     tm = timings or WriteTimings()
     clock = time.perf_counter()
@@ -453,6 +458,7 @@ def _write_batch(
             with conn.pipeline():
                 if rows.claims:
                     cur.execute(REFRESH_CHECKS, [sorted(rows.claims)])
+                    refresh_review_items(cur, sorted(rows.claims), review_sample)
                 if rows.runs:
                     cur.execute(REFRESH_SCORES, [sorted(rows.runs)])
                 agreement = touched(rows, INSERTS)

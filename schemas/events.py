@@ -41,16 +41,29 @@ class EvaluationRunStarted(Contract):
         return self
 
 
-class HumanReview(Contract):
-    """A reviewer's final verdict on a claim (seed 003's `reviews`)."""
+ReviewSource = Literal["routed", "audit", "overlap"]
+"""Why a claim reached a person: the policy routed it to human review, the audit sample of claims routed `done`,
+or a second, blind review of an item to measure agreement between people."""
 
-    schema_version: SchemaVersion = "1.0"
+
+class HumanReview(Contract):
+    """A reviewer's final verdict on a claim (seed 003's `reviews`).
+
+    1.1 adds, all optional (a 1.0 review is read with them null): how long the review took, the verdict the
+    reviewer chose before the judges' verdicts were shown (`blind_verdict`), why the claim reached a person
+    (`source`) and the desk's lease it was made under (`lease_id`)."""
+
+    schema_version: SchemaVersion = "1.1"
     review_id: Uuid
     claim_id: NonEmpty
     reviewer: NonEmpty
     final_verdict: Verdict
     notes: str | None = None
     created_at: Timestamp
+    review_seconds: Annotated[float, Field(ge=0, le=86_400)] | None = None
+    blind_verdict: Verdict | None = None
+    source: ReviewSource | None = None
+    lease_id: Uuid | None = None
 
 
 class InvalidEvent(Contract):

@@ -28,7 +28,7 @@ from schemas.fast import FastContract
 from schemas.judge_output import JudgeOutput
 from schemas.quality import judge_output_warnings
 from schemas.rubric import RubricVersion
-from schemas.versions import CLAIM_CHECK_VERSIONS, JUDGE_OUTPUT_VERSIONS, VersionLine
+from schemas.versions import CLAIM_CHECK_VERSIONS, HUMAN_REVIEW_VERSIONS, JUDGE_OUTPUT_VERSIONS, VersionLine
 
 T = TypeVar("T", bound=BaseModel)
 RawEvent = bytes | bytearray | memoryview | str | dict[str, Any]
@@ -121,16 +121,22 @@ def reference_validate_claim_check(
     return Parsed(check, (), sent)
 
 
+_SIMPLE_VERSIONS: dict[type[BaseModel], VersionLine] = {HumanReview: HUMAN_REVIEW_VERSIONS}
+"""The version lines of the small contracts with more than one version (the others have 1.0 only)."""
+
+
 def reference_parse_simple(model: type[T], data: RawEvent) -> T:
-    """The reference path for the single-version contracts (rubric, run, review)."""
-    _, doc = VersionLine(model.__name__, {"1.0": None}).upcast(decode_object(data))
+    """The reference path for the small contracts (rubric, run, review)."""
+    line = _SIMPLE_VERSIONS.get(model) or VersionLine(model.__name__, {"1.0": None})
+    _, doc = line.upcast(decode_object(data))
     return _validate(model, doc)
 
 
 _FAST_JUDGE_OUTPUT = FastContract(JudgeOutput, JUDGE_OUTPUT_VERSIONS.current)
 _FAST_CLAIM_CHECK = FastContract(ClaimCheck, CLAIM_CHECK_VERSIONS.current)
 _FAST_SIMPLE: dict[type[BaseModel], FastContract[Any]] = {
-    model: FastContract(model, "1.0") for model in (RubricVersion, EvaluationRunStarted, HumanReview)
+    model: FastContract(model, _SIMPLE_VERSIONS[model].current if model in _SIMPLE_VERSIONS else "1.0")
+    for model in (RubricVersion, EvaluationRunStarted, HumanReview)
 }
 
 

@@ -8,6 +8,8 @@
 |     | integrity adjustments, status, completed lanes                     |
 | 2.1 | seed 000's contract |
 
+Human reviews: 1.0 is seed 003's; 1.1 adds the review desk's optional fields.
+
 Upcasters are additive and explicit: each fills only fields the old version
 could not have had, with a documented default, and never mutates its input.
 An unknown minor of a known major is read as the newest known minor of that
@@ -124,3 +126,15 @@ JUDGE_OUTPUT_VERSIONS = VersionLine(
     {"1.0": judge_output_1_0_to_2_0, "2.0": judge_output_2_0_to_2_1, "2.1": None},
 )
 CLAIM_CHECK_VERSIONS = VersionLine("claim check", {"1.0": None})
+
+
+def human_review_1_0_to_1_1(doc: Doc) -> Doc:
+    """1.1's fields are all optional: a 1.0 review has none of them (null)."""
+    out = dict(doc)
+    for name in ("review_seconds", "blind_verdict", "source", "lease_id"):
+        out.setdefault(name, None)
+    out["schema_version"] = "1.1"
+    return out
+
+
+HUMAN_REVIEW_VERSIONS = VersionLine("human review", {"1.0": human_review_1_0_to_1_1, "1.1": None})

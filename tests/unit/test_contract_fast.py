@@ -277,14 +277,18 @@ def test_claim_check_paths_agree(data: st.DataObject, seed: int) -> None:
 
 
 def _review(seed: int) -> dict[str, Any]:
+    """A 1.1 review (the current version, which the fast path takes); every other one with the desk's fields."""
+    desk = {"review_seconds": 41.5, "blind_verdict": "fail", "source": "audit",
+            "lease_id": workload.stable_id("lease", seed)} if seed % 2 else {}  # fmt: skip
     return {
-        "schema_version": "1.0",
+        "schema_version": "1.1",
         "review_id": workload.stable_id("review", seed),
         "claim_id": f"claim-{seed}",
         "reviewer": "ana",
         "final_verdict": "pass",
         "notes": None,
         "created_at": "2026-03-31T12:00:00Z",
+        **desk,
     }
 
 

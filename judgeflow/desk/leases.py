@@ -1,0 +1,326 @@
+"""The desk's side of Postgres: leases on the queue's items (its only state), what an item shows, and the
+figures the page keeps in view.
+
+"Next" hands a reviewer the oldest item nobody holds. Items are tried in queue order; one another reviewer is
+taking at that moment is skipped (a transaction-scoped advisory lock, the desk's SKIP LOCKED: a row lock on
+the read model would need UPDATE on it), and a unique index on (claim, slot) among open leases makes a second
+lease of the same slot impossible even between two snapshots: the loser retries. An item wanting two
+reviewers (the overlap) has two slots; nobody holds both. Expired leases are closed before each hand-out, so
+their items return. Losing the whole table returns every held item to the queue and loses no review.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+VERDICTS = ("pass", "fail", "unclear")
+LEASE_SECONDS = 300.0
+"""JUDGEFLOW_REVIEW_LEASE_SECONDS: how long an item stays with a reviewer without a renewal."""
+SKIP_COOLDOWN_SECONDS = 3600
+"""An item a reviewer skipped is not handed to the same reviewer again for this long."""
+HAND_OUT_ATTEMPTS = 8
+REVIEW_NS = uuid.UUID("6a3e0f55-2d1c-5b8e-9c47-1f0d8a6b2e93")
+"""`review_id` = uuid5(REVIEW_NS, lease_id): a double submit of one lease is one review."""
+
+STATUS = {
+    "INVALID_REQUEST": 400,
+    "NO_REVIEWER": 401,
+    "NOT_YOUR_LEASE": 403,
+    "UNKNOWN_LEASE": 404,
+    "LEASE_EXPIRED": 409,
+    "ALREADY_REVIEWED": 409,
+    "BLIND_FIRST": 409,
+    "NOTE_REQUIRED": 422,
+    "INVALID_VERDICT": 422,
+    "BROKER_UNAVAILABLE": 503,
+}
+"""Every error the desk's API answers with, and its HTTP status (DESIGN decision 14)."""
+
+
+class DeskError(Exception):
+    """A refusal the API returns as `{code, message}` with the code's status; nothing was published."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = STATUS[code]
+        self.message = message
+
+
+def review_id_for(lease_id: str) -> str:
+    return str(uuid.uuid5(REVIEW_NS, lease_id))
+
+
+def check_verdict(value: object) -> str:
+    if value not in VERDICTS:
+        raise DeskError("INVALID_VERDICT", f"verdict must be one of {', '.join(VERDICTS)}, not {value!r}")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What a submit publishes: a `HumanReview` 1.1 (its key is the claim id)."""
+
+    review: dict[str, Any]
+    already_published: bool
+    """The lease was submitted before: the same review id is answered, nothing is sent again."""
+
+
+EXPIRE = """UPDATE review_leases SET closed = 'expired', closed_at = expires_at
+WHERE closed IS NULL AND expires_at <= now()"""
+
+CANDIDATE = """
+WITH queue AS (
+  SELECT i.claim_id, i.source, i.wanted,
+         (SELECT count(*) FROM (SELECT unnest(i.reviewers) UNION SELECT l.reviewer FROM review_leases l
+           WHERE l.claim_id = i.claim_id AND (l.closed IS NULL OR l.closed = 'submitted')) who) AS taken
+  FROM review_items i
+  WHERE i.open AND NOT %(me)s = ANY(i.reviewers)
+    AND NOT EXISTS (SELECT 1 FROM review_leases l WHERE l.claim_id = i.claim_id AND l.reviewer = %(me)s
+      AND (l.closed IS NULL OR l.closed = 'submitted'
+           OR (l.closed = 'skipped' AND l.closed_at > now() - %(cooldown)s * interval '1 second')))
+  ORDER BY i.routed_at, i.claim_id
+  OFFSET 0)
+SELECT claim_id, source, wanted, taken FROM queue
+WHERE CASE WHEN taken < wanted THEN pg_try_advisory_xact_lock(hashtextextended('judgeflow.review:' || claim_id, 0))
+      ELSE false END
+LIMIT 1"""
+
+LEASE = """INSERT INTO review_leases (lease_id, claim_id, slot, reviewer, source, expires_at)
+VALUES (%s, %s, %s, %s, %s, now() + %s * interval '1 second') RETURNING expires_at"""
+
+ITEM = """SELECT claim_id, claim_text, passage, passage_quote, created_at FROM checks WHERE claim_id = %s"""
+REASONS = """SELECT judge_id, reason, passage_quote FROM claim_checks WHERE claim_id = %s
+ORDER BY source_partition, source_offset"""
+VERDICTS_SQL = """SELECT judge_id, verdict, score, confidence, reason FROM claim_checks WHERE claim_id = %s
+ORDER BY source_partition, source_offset"""
+DECISION = """SELECT coalesce(final_verdict, verdict) AS verdict, coalesce(final_route, route) AS route,
+coalesce(final_reason, route_reason) AS reason FROM checks WHERE claim_id = %s"""
+
+STATS = """
+SELECT (SELECT count(*) FROM review_items WHERE open) AS depth,
+       (SELECT coalesce(sum(wanted - cardinality(reviewers)), 0) FROM review_items WHERE open) AS reviews_wanted,
+       (SELECT extract(epoch FROM now() - min(routed_at)) FROM review_items WHERE open) AS oldest_age_seconds,
+       (SELECT count(*) FROM review_leases WHERE closed IS NULL AND expires_at > now()) AS held,
+       (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY review_seconds) FROM reviews
+         WHERE review_seconds IS NOT NULL AND created_at > now() - interval '7 days') AS median_seconds,
+       (SELECT count(*) FROM reviews WHERE review_seconds IS NOT NULL
+         AND created_at > now() - interval '7 days') AS timed_reviews,
+       (SELECT count(*) FROM (
+          SELECT claim_id FROM reviews WHERE reviewer = %(me)s AND created_at >= %(today)s
+          UNION SELECT claim_id FROM review_leases
+          WHERE reviewer = %(me)s AND closed = 'submitted' AND closed_at >= %(today)s) mine) AS reviewed_today"""
+
+
+class LeaseStore:
+    """The queue's items and the desk's leases, for one schema."""
+
+    def __init__(self, pool: AsyncConnectionPool, lease_seconds: float = LEASE_SECONDS) -> None:
+        self.pool = pool
+        self.lease_seconds = lease_seconds
+
+    async def next(self, reviewer: str) -> dict[str, Any] | None:
+        """A new lease on the oldest item nobody holds, with what the reviewer may see first; None if empty."""
+        for _ in range(HAND_OUT_ATTEMPTS):
+            try:
+                async with self.pool.connection() as conn, conn.transaction():
+                    await conn.execute(EXPIRE)
+                    cur = await conn.execute(
+                        CANDIDATE, {"me": reviewer, "cooldown": SKIP_COOLDOWN_SECONDS}, prepare=True
+                    )
+                    found = await cur.fetchone()
+                    if found is None:
+                        return None
+                    claim_id, source, _wanted, taken = found
+                    slot = int(taken) + 1
+                    lease_id = str(uuid.uuid4())
+                    seen_as = "overlap" if slot == 2 else source
+                    cur = await conn.execute(LEASE, (lease_id, claim_id, slot, reviewer, seen_as, self.lease_seconds))
+                    (expires_at,) = await cur.fetchone()  # type: ignore[misc]
+                    item = await _blind_item(conn, claim_id, seen_as)
+            except psycopg.errors.UniqueViolation:
+                continue  # another reviewer took this slot between two snapshots: try the next item
+            return {"lease_id": lease_id, "expires_at": _iso(expires_at), "item": item}
+        return None
+
+    async def blind(self, lease_id: str, reviewer: str, verdict: object) -> dict[str, Any]:
+        """Record the reviewer's choice before the reveal (the first one stands) and reveal the judges."""
+        choice = check_verdict(verdict)
+        async with self.pool.connection() as conn, conn.transaction():
+            lease = await _held(conn, lease_id, reviewer)
+            if lease["blind_verdict"] is None:
+                await conn.execute(
+                    "UPDATE review_leases SET blind_verdict = %s, blind_at = now() WHERE lease_id = %s",
+                    (choice, lease_id),
+                )
+            return await _reveal(conn, lease["claim_id"], lease["blind_verdict"] or choice)
+
+    async def prepare_submit(self, lease_id: str, reviewer: str, final_verdict: object, note: object) -> Submission:
+        """The review a submit publishes, after every check; the lease is closed by `submitted` once the
+        broker has acknowledged it."""
+        verdict = check_verdict(final_verdict)
+        if note is not None and not isinstance(note, str):
+            raise DeskError("INVALID_REQUEST", "note must be text")
+        text = (note or "").strip() or None
+        async with self.pool.connection() as conn, conn.transaction():
+            lease = await _held(conn, lease_id, reviewer, submitted_ok=True)
+            claim_id = lease["claim_id"]
+            if lease["closed"] == "submitted":
+                return Submission(_review(lease, verdict, text), already_published=True)
+            if lease["blind_verdict"] is None:
+                raise DeskError("BLIND_FIRST", "choose a verdict before the judges' verdicts are shown (/blind)")
+            cur = await conn.execute(
+                "SELECT %s = ANY(reviewers) FROM review_items WHERE claim_id = %s", (reviewer, claim_id)
+            )
+            row = await cur.fetchone()
+            if row is not None and row[0]:
+                raise DeskError("ALREADY_REVIEWED", f"{reviewer} has already reviewed claim {claim_id}")
+            cur = await conn.execute(DECISION, (claim_id,))
+            decided = await cur.fetchone()
+            judged = decided[0] if decided else None
+            if verdict != judged and text is None:
+                raise DeskError("NOTE_REQUIRED", f"overturning the judge's {judged} needs a note saying why")
+            return Submission(_review(lease, verdict, text), already_published=False)
+
+    async def submitted(self, lease_id: str, review_id: str) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "UPDATE review_leases SET closed = 'submitted', closed_at = now(), review_id = %s "
+                "WHERE lease_id = %s AND closed IS DISTINCT FROM 'submitted'",
+                (review_id, lease_id),
+            )
+
+    async def renew(self, lease_id: str, reviewer: str) -> str:
+        async with self.pool.connection() as conn, conn.transaction():
+            await _held(conn, lease_id, reviewer)
+            cur = await conn.execute(
+                "UPDATE review_leases SET expires_at = now() + %s * interval '1 second' WHERE lease_id = %s "
+                "RETURNING expires_at",
+                (self.lease_seconds, lease_id),
+            )
+            (expires_at,) = await cur.fetchone()  # type: ignore[misc]
+            return _iso(expires_at)
+
+    async def skip(self, lease_id: str, reviewer: str) -> None:
+        async with self.pool.connection() as conn, conn.transaction():
+            await _held(conn, lease_id, reviewer)
+            await conn.execute(
+                "UPDATE review_leases SET closed = 'skipped', closed_at = now() WHERE lease_id = %s", (lease_id,)
+            )
+
+    async def stats(self, reviewer: str) -> dict[str, Any]:
+        """The figures the page keeps in view: the reviewer's count today, the queue, and the hours to empty
+        it at the measured median time per review (unknown until some reviews were timed)."""
+        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        async with self.pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(STATS, {"me": reviewer, "today": today})
+            row: dict[str, Any] = await cur.fetchone()  # type: ignore[assignment]
+        median = row["median_seconds"]
+        wanted = int(row["reviews_wanted"])
+        age = row["oldest_age_seconds"]
+        return {
+            "reviewer": reviewer,
+            "reviewed_today": int(row["reviewed_today"]),
+            "depth": int(row["depth"]),
+            "reviews_wanted": wanted,
+            "held": int(row["held"]),
+            "oldest_age_seconds": None if age is None else round(float(age), 1),
+            "median_seconds": None if median is None else round(float(median), 1),
+            "timed_reviews": int(row["timed_reviews"]),
+            "hours_to_empty": None if median is None else round(wanted * float(median) / 3600, 2),
+        }
+
+
+async def _held(
+    conn: psycopg.AsyncConnection[Any], lease_id: str, reviewer: str, submitted_ok: bool = False
+) -> dict[str, Any]:
+    """The lease, locked, if this reviewer holds it and it is still open (or, for a submit, already
+    submitted); otherwise the refusal."""
+    try:
+        uuid.UUID(lease_id)
+    except ValueError:
+        raise DeskError("UNKNOWN_LEASE", f"no lease {lease_id!r}") from None
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(
+        "SELECT lease_id::text, claim_id, slot, reviewer, source, leased_at, expires_at, blind_verdict, closed, "
+        "closed_at, expires_at <= now() AS expired, extract(epoch FROM now() - leased_at) AS seconds "
+        "FROM review_leases WHERE lease_id = %s FOR UPDATE",
+        (lease_id,),
+    )
+    lease = await cur.fetchone()
+    if lease is None:
+        raise DeskError("UNKNOWN_LEASE", f"no lease {lease_id}")
+    if lease["reviewer"] != reviewer:
+        raise DeskError("NOT_YOUR_LEASE", f"lease {lease_id} is held by another reviewer")
+    if lease["closed"] == "submitted":
+        if submitted_ok:
+            return lease
+        raise DeskError("ALREADY_REVIEWED", f"lease {lease_id} was submitted")
+    if lease["closed"] is not None or lease["expired"]:
+        raise DeskError("LEASE_EXPIRED", f"lease {lease_id} has expired or was skipped: take the next item")
+    return lease
+
+
+def _review(lease: dict[str, Any], verdict: str, note: str | None) -> dict[str, Any]:
+    return {
+        "schema_version": "1.1",
+        "review_id": review_id_for(lease["lease_id"]),
+        "claim_id": lease["claim_id"],
+        "reviewer": lease["reviewer"],
+        "final_verdict": verdict,
+        "notes": note,
+        "created_at": _iso(datetime.now(UTC)),
+        "review_seconds": round(min(float(lease["seconds"]), 86_400.0), 3),
+        "blind_verdict": lease["blind_verdict"],
+        "source": lease["source"],
+        "lease_id": lease["lease_id"],
+    }
+
+
+async def _blind_item(conn: psycopg.AsyncConnection[Any], claim_id: str, source: str) -> dict[str, Any]:
+    """What the reviewer sees first: the claim, the passage, each judge's reason and quote; never a verdict,
+    a score or a confidence."""
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(ITEM, (claim_id,))
+    check = await cur.fetchone() or {}
+    await cur.execute(REASONS, (claim_id,))
+    judges = await cur.fetchall()
+    passage, quote = check.get("passage") or "", check.get("passage_quote")
+    return {
+        "kind": "claim",
+        "source": source,
+        "claim_id": claim_id,
+        "claim_text": check.get("claim_text") or "",
+        "passage": passage,
+        "passage_quote": quote,
+        "quote_found": bool(quote) and quote in passage,
+        "judges": [
+            {"judge_id": j["judge_id"], "reason": j["reason"], "passage_quote": j["passage_quote"]} for j in judges
+        ],
+        "routed_at": _iso(check["created_at"]) if check.get("created_at") else None,
+    }
+
+
+async def _reveal(conn: psycopg.AsyncConnection[Any], claim_id: str, blind: str) -> dict[str, Any]:
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(VERDICTS_SQL, (claim_id,))
+    judges = await cur.fetchall()
+    await cur.execute(DECISION, (claim_id,))
+    decided = await cur.fetchone() or {}
+    return {
+        "blind_verdict": blind,
+        "judges": [dict(j) for j in judges],
+        "decision": {"verdict": decided.get("verdict"), "route": decided.get("route"), "reason": decided.get("reason")},
+    }
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
