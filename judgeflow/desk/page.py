@@ -36,7 +36,8 @@ textarea{width:100%;min-height:3.5rem;font:inherit} [hidden]{display:none!import
 <main>
 <div id="empty" hidden><section><p>The queue is empty. This page checks again every 10 s.</p></section></div>
 <div id="item" hidden>
-<section><h2>Claim <span id="source" class="muted"></span></h2><div id="claim"></div></section>
+<section><h2>Claim <span id="claim-id"></span> <span id="source" class="muted"></span></h2>
+<div id="claim"></div></section>
 <section><h2>Passage</h2><p id="quote-warning" class="warn" hidden>The judge's quoted passage is not in the
 passage: check the quote before trusting the reason.</p><div id="passage"></div></section>
 <section><h2>What the judges said</h2><div id="reasons"></div></section>
@@ -116,7 +117,7 @@ async function next() {
   $("empty").hidden = true; $("item").hidden = false;
   lease = got.lease_id; phase = "blind";
   const it = got.item;
-  $("source").textContent = "(" + it.source + ")";
+  $("source").textContent = "(" + it.source + ")"; $("claim-id").textContent = it.claim_id;
   $("claim").textContent = it.claim_text;
   showPassage(it.passage, it.passage_quote);
   const reasons = $("reasons"); reasons.textContent = "";

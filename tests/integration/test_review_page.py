@@ -1,0 +1,121 @@
+"""The review desk as a reviewer meets it: headless Chromium (Debian's, through Playwright) on `judgeflow review`,
+against a real worker, projector, Kafka and Postgres. Two reviewers in two browser contexts never see the same
+item; the judges' verdicts are not in the page until the reviewer chose; the keyboard does everything; an
+overturn needs a note; a submit becomes a row in Postgres and moves the overturn rate; judge text is text."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from judgeflow import workload
+from judgeflow.services.ports import free_port
+from tests.conftest import ARTIFACTS as ARTIFACT_PATHS
+from tests.integration.test_dashboard import ARTIFACTS, BROWSER_ARGS, CHROMIUM
+from tests.scaffold import Pipeline
+from tests.support import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+HOSTILE = "<img src=x onerror=\"document.title='owned'\">"
+
+
+@contextmanager
+def review_desk(p: Pipeline, reviewer: str) -> Iterator[str]:
+    """`judgeflow review --as REVIEWER` on the pipeline's topics and schema, until it answers."""
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": p.database_url, "KAFKA_BOOTSTRAP_SERVERS": p.bootstrap,
+           "JUDGEFLOW_TOPIC_PREFIX": p.prefix}  # fmt: skip
+    server = subprocess.Popen([sys.executable, "-m", "judgeflow.cli", "review", "--as", reviewer, "--schema",
+                               p.schema, "--port", str(port)], env=env, cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
+                assert time.monotonic() < deadline, "the desk did not start"
+                time.sleep(0.1)  # polling the port until the server listens
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def routed_claims(p: Pipeline) -> list[str]:
+    """Three claims the policy sends to people: one as the workload makes it, one whose quote is not in its
+    passage, one whose judge wrote markup."""
+    rng = random.Random(5)
+    docs = [workload.claim_check(rng, f"{p.prefix}c{i}", verdict="fail", score=0.1, confidence=0.3) for i in range(3)]
+    for i, doc in enumerate(docs):
+        doc["checked_at"] = f"2026-11-30T22:0{i}:00Z"  # the queue's order
+    docs[1]["passage_quote"] = "revenue fell 40% in the fourth quarter"
+    docs[2]["reason"] = f"The passage contradicts it. {HOSTILE}"
+    p.send((p.names.checks, d["claim_id"].encode(), json.dumps(d).encode()) for d in docs)
+    return [d["claim_id"] for d in docs]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_a_reviewer_works_the_queue_blind_first_with_the_keyboard(pipeline: Pipeline) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    p = pipeline
+    with p.worker(), p.projector(JUDGEFLOW_REVIEW_OVERLAP="0"):
+        claims = routed_claims(p)
+        p.wait_projected(None, 120, "3 review items",
+                         also=lambda: p.count("SELECT count(*) FROM review_items WHERE open") == 3)  # fmt: skip
+        with review_desk(p, "ana") as ana, review_desk(p, "ben") as ben, sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+            a = browser.new_context(viewport={"width": 1200, "height": 1000}).new_page()
+            b = browser.new_context().new_page()
+            a.goto(ana)
+            expect(a.locator("#claim-id")).to_have_text(claims[0])
+            b.goto(ben)
+            expect(b.locator("#claim-id")).to_have_text(claims[1])  # never the item ana holds
+            # ben's claim: its quote is not in the passage, and the page says so
+            expect(b.locator("#quote-warning")).to_be_visible()
+            expect(a.locator("#quote-warning")).to_be_hidden()
+            expect(a.locator("#passage mark")).to_have_text("revenue grew 12% in the third quarter")
+            # blind first: nothing of the judges' verdicts, scores or confidences is in ana's page
+            expect(a.locator("#verdicts")).to_be_hidden()
+            assert a.locator("#judges").inner_text() == "" and "fail" not in a.locator("main").inner_text()
+            a.keyboard.press("?")
+            expect(a.locator("#help")).to_be_visible()
+            a.keyboard.press("?")
+            a.keyboard.press("p")  # blind: pass
+            expect(a.locator("#verdicts")).to_be_visible()
+            expect(a.locator("#judges")).to_contain_text("fail")
+            expect(a.locator("#decided")).to_have_text("fail")
+            a.keyboard.press("Enter")  # final pass overturns the judge's fail: a note is required
+            expect(a.locator("#message")).to_contain_text("NOTE_REQUIRED")
+            a.locator("#note").fill("The passage supports the figure.")
+            a.screenshot(path=str(ARTIFACTS / "review-desk.png"), full_page=True)
+            a.locator("#note").press("Control+Enter")
+            expect(a.locator("#claim-id")).to_have_text(claims[2])  # the next item: ben still holds claims[1]
+            # judge text is text: the markup is shown, not run
+            expect(a.locator("#reasons")).to_contain_text(HOSTILE)
+            assert a.locator("#reasons img").count() == 0 and a.title() != "owned"
+            b.keyboard.press("s")  # ben skips; nothing else is free for him
+            expect(b.locator("#empty")).to_be_visible()
+            browser.close()
+        ARTIFACT_PATHS["review desk screenshot"] = str(ARTIFACTS / "review-desk.png")
+        reviewed = "SELECT count(*) FROM reviews WHERE reviewer = 'ana' AND blind_verdict = 'pass' " \
+                   "AND final_verdict = 'pass' AND source = 'routed' AND notes IS NOT NULL"  # fmt: skip
+        p.wait_projected(None, 60, "ana's review in Postgres", also=lambda: p.count(reviewed) == 1)
+        with p.connect() as conn:
+            rate = conn.execute("SELECT reviewed, overturned FROM review_overturns WHERE source = 'routed'").fetchone()
+            left = conn.execute("SELECT claim_id FROM review_items WHERE open ORDER BY claim_id").fetchall()
+        assert rate == (1, 1)
+        assert [c for (c,) in left] == claims[1:]
