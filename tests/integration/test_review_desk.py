@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+import psycopg
 import pytest
 from aiohttp import web
 
@@ -26,7 +27,7 @@ from judgeflow.desk.reviewer import USER_HEADER, ReviewerIdentity
 from judgeflow.desk.serve import desk_pool
 from judgeflow.services.ports import free_port
 from projections.review_items import review_pick
-from tests.scaffold import Pipeline
+from tests.scaffold import Pipeline, fresh_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -225,3 +226,14 @@ def test_a_submit_the_broker_did_not_acknowledge_is_kept_and_a_retry_records_it_
                                "schema_version, review_seconds >= 0 FROM reviews").fetchone()  # fmt: skip
         assert row == (review_id, claim, "ana", "fail", "routed", lease, "1.1", True)
         assert open_items(p) == 0
+
+
+def test_the_audit_pick_in_sql_is_the_one_in_python(database_url: str) -> None:
+    ids = [f"claim-{i}" for i in range(2000)] + ["claim-ünïcode-✓", "", "a" * 300, "x:y"]
+    with (
+        fresh_schema(database_url, "pick") as schema,
+        psycopg.connect(database_url, options=f"-c search_path={schema}") as conn,
+    ):
+        for purpose in ("audit", "overlap"):
+            rows = conn.execute("SELECT id, review_pick(%s, id) FROM unnest(%s::text[]) AS id", (purpose, ids))
+            assert {i: v for i, v in rows.fetchall()} == {i: review_pick(purpose, i) for i in ids}
