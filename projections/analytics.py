@@ -8,6 +8,8 @@ from typing import Any
 
 import psycopg
 
+from projections.review_figures import BY_SOURCE, THROUGHPUT_TITLE, review_sections
+
 
 def cohen_kappa(pairs: Iterable[tuple[Hashable, Hashable]]) -> float | None:
     """Cohen's kappa of two raters' labels on the same items.
@@ -55,6 +57,8 @@ EMPTY_SECTIONS: dict[str, str] = {
     STALE_ALERTS: "no stale work",
     PROJECTION_REJECTS: "none",
     AGREEMENT: "no run or claim rated by two judges yet",
+    BY_SOURCE: "no reviews yet",
+    THROUGHPUT_TITLE: "no timed reviews yet (reviews from the review desk carry their time)",
 }
 """What to print instead of an empty table, for the sections where empty is the news."""
 
@@ -140,4 +144,5 @@ def report(conn: psycopg.Connection) -> dict[str, tuple[list[str], list[tuple[An
         out[title] = ([d.name for d in cur.description or []], list(cur.fetchall()))
     out["Cohen's kappa, judge vs human review"] = (["judge_id", "pairs", "kappa"], list(kappa_by_judge(conn)))
     out[AGREEMENT] = (list(AGREEMENT_COLUMNS), [agreement_cells(r) for r in agreement(conn)])
+    out.update(review_sections(conn))
     return out

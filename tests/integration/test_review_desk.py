@@ -26,6 +26,7 @@ from judgeflow.desk.leases import LeaseStore
 from judgeflow.desk.reviewer import USER_HEADER, ReviewerIdentity
 from judgeflow.desk.serve import desk_pool
 from judgeflow.services.ports import free_port
+from projections.review_figures import anchoring, overturns
 from projections.review_items import review_pick
 from tests.scaffold import Pipeline, fresh_schema
 
@@ -94,7 +95,6 @@ async def review_all(base: str, reviewers: list[str]) -> tuple[list[dict[str, An
                 return
             assert status == 200, got
             lease, claim = got["lease_id"], got["item"]["claim_id"]
-            leased = time.monotonic()
             status, shown = await call(http, base, name, f"/api/review/{lease}/blind", {"verdict": "fail"})
             assert status == 200, shown
             overturn = rng.random() < 0.2
@@ -105,7 +105,7 @@ async def review_all(base: str, reviewers: list[str]) -> tuple[list[dict[str, An
             times["submit"].append(time.perf_counter() - t0)
             assert status == 200, sent
             done.append({"claim": claim, "reviewer": name, "lease": lease, "review_id": sent["review_id"],
-                         "from": leased, "to": time.monotonic()})  # fmt: skip
+                         "source": got["item"]["source"], "overturn": overturn})  # fmt: skip
 
     async with aiohttp.ClientSession() as http:
         await asyncio.gather(*(reviewer(name, http) for name in reviewers))
@@ -142,8 +142,15 @@ def test_twenty_reviewers_review_every_item_exactly_as_often_as_it_wants(pipelin
                 "AND a.lease_id < b.lease_id AND a.slot = b.slot "
                 "AND tstzrange(a.leased_at, a.closed_at) && tstzrange(b.leased_at, b.closed_at)"
             ).fetchone()
+            figures = overturns(conn)
+            seen = anchoring(conn)
         assert sources == {"routed": 500, "overlap": sum(w == 2 for w in wanted.values())}
         assert leased_twice == (0,)
+        [routed_figures] = figures  # what the report shows: first reviews only, against the pipeline's "fail"
+        assert routed_figures.reviewed == 500
+        assert routed_figures.overturned == sum(r["overturn"] for r in done if r["source"] == "routed")
+        assert routed_figures.kappa.value == pytest.approx(0.0)  # the judge said fail every time
+        assert seen == (len(done), sum(r["overturn"] for r in done))
     p99 = {k: statistics.quantiles(v, n=100)[98] * 1000 for k, v in times.items()}
     print(
         f"[measured] desk: 20 reviewers, {len(done)} reviews of 500 items; client-side p99 next "
