@@ -34,6 +34,7 @@ from projections.analytics import (
     kappa_by_judge,
 )
 from projections.migrate import DEFAULT_SCHEMA, check_schema_name
+from projections.review_figures import review_sections
 
 log = logging.getLogger("judgeflow.dashboard")
 
@@ -251,6 +252,7 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
         ],
         "agreement": agreement(conn),
         "judge_alerts": recent_judge_alerts(conn),
+        "reviews": review_sections(conn),
     }
 
 
@@ -432,6 +434,20 @@ def _agreement_table(data: dict[str, Any]) -> str:
     )
 
 
+def _reviews_tables(data: dict[str, Any]) -> str:
+    """The review read-outs (`projections.review_figures`): one table per section, or its empty line."""
+    out = []
+    for title, (columns, rows) in (data.get("reviews") or {}).items():
+        if not rows:
+            out.append(f'<p class="ok">{html.escape(title)}: {html.escape(EMPTY_SECTIONS.get(title, "none"))}</p>')
+            continue
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+        out.append(f"<table><caption>{html.escape(title)}</caption><thead><tr>{head}</tr></thead>"
+                   f"<tbody>{body}</tbody></table>")  # fmt: skip
+    return f'<div id="reviews">{"".join(out)}</div>'
+
+
 def _age(seconds: float) -> str:
     """A short human age: 45s, 12m 05s, 3h 02m, 2d 04h."""
     s = max(0, int(seconds))
@@ -564,7 +580,7 @@ def report_html(data: dict[str, Any]) -> str:
         f"<!doctype html><html><head><meta charset='utf-8'><title>judgeflow report</title>"
         f"<style>{STYLE}</style><script>{get_plotlyjs()}</script></head><body><h1>judgeflow report</h1>"
         f"<p>Evaluation runs: {runs}</p>{_alerts(data)}<div class='grid'>{_cards(list(figs))}</div>"
-        f"{_runs_table(data)}{_table(data)}{_agreement_table(data)}"
+        f"{_runs_table(data)}{_table(data)}{_agreement_table(data)}{_reviews_tables(data)}"
         f"<script>{DRAW_JS}\nconst FIGURES = {_script_json(figs)};\n"
         "for (const [name, fig] of Object.entries(FIGURES))\n"
         "  Plotly.newPlot('chart-' + name, fig.data, fig.layout, PLOT_CONFIG);\n"
@@ -578,6 +594,7 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dash
 <p id="status">loading…</p><div id="problem" class="problem" role="alert" hidden></div>
 <div id="alerts"></div>
 <div class="grid">{divs}</div><div id="runs"></div><div id="table"></div><div id="agreement-box"></div>
+<div id="reviews-box"></div>
 <script>{draw}
 function showProblem(p) {{
   const box = document.getElementById('problem');
@@ -619,6 +636,7 @@ async function refresh() {{
   document.getElementById('runs').innerHTML = d.runs;
   document.getElementById('alerts').innerHTML = d.alerts;
   document.getElementById('agreement-box').innerHTML = d.agreement;
+  document.getElementById('reviews-box').innerHTML = d.reviews;
   document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
     ' (every {refresh}s, read-only)';
   document.body.dataset.ready = '1';
@@ -677,6 +695,7 @@ def make_app(database_url: str, schema: str) -> Any:
             "runs": _runs_table(data),
             "alerts": _alerts(data),
             "agreement": _agreement_table(data),
+            "reviews": _reviews_tables(data),
             "data": data,
         }
 
