@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,11 +45,13 @@ from judgeflow import workload
 from judgeflow.calibration import compute, print_calibration
 from judgeflow.dashboard import report_html
 from judgeflow.dashboard import summary as dashboard_summary
+from judgeflow.demo_reviews import REVIEWERS, DeskRun, review_at_desk
 from judgeflow.services import local
 from judgeflow.services.local import RunningServices, local_services
 from projections.analytics import kappa_by_judge
 from projections.calibration import reviewed_rubrics
 from projections.migrate import migrate
+from projections.review_figures import THROUGHPUT_TITLE, review_sections
 from streams.topics import TopicNames, ensure_topics
 
 MALFORMED = [
@@ -172,8 +173,7 @@ async def _send(bootstrap: str, records: list[Any], progress: Progress, label: s
 async def _follow_up(
     bootstrap: str, names: TopicNames, claims: int, seed: int, progress: Progress, pub: Published, timeout: float
 ) -> None:
-    """Answer the second-judge queue and review half of the human queue, as the
-    second judge and the review tool would."""
+    """Answer the second-judge queue, as the second judge would (people review at the desk: `demo_reviews`)."""
     from aiokafka import AIOKafkaConsumer
 
     rng = random.Random(seed + 2)
@@ -199,27 +199,14 @@ async def _follow_up(
                         progress.advance(task)
     finally:
         await consumer.stop()
-    answers, reviews = [], []
+    answers = []
     for claim_id, d in sorted(first.items()):
         if d["route"] == "second_judge":
             verdict = rng.choices(["pass", "fail", "unclear"], weights=[55, 40, 5])[0]
             doc = workload.claim_check(rng, claim_id, judge_id=SECOND_JUDGE, verdict=verdict)
             answers.append((names.checks, claim_id.encode(), json.dumps(doc).encode()))
-        elif d["route"] == "human_review" and rng.random() < 0.5:
-            judged = d.get("verdict") or "unclear"
-            final = judged if rng.random() < 0.75 and judged != "unclear" else rng.choice(["pass", "fail"])
-            review = {
-                "schema_version": "1.0",
-                "review_id": str(uuid.uuid5(uuid.NAMESPACE_URL, claim_id)),
-                "claim_id": claim_id,
-                "reviewer": f"reviewer-{rng.randint(1, 3)}",
-                "final_verdict": final,
-                "created_at": workload.iso(workload.datetime.now(workload.UTC)),
-            }
-            reviews.append((names.reviews, claim_id.encode(), json.dumps(review).encode()))
     pub.checks += len(answers)
-    pub.reviews += len(reviews)
-    await _send(bootstrap, answers + reviews, progress, "second judge + reviews", pub)
+    await _send(bootstrap, answers, progress, "second judge", pub)
 
 
 def _counts(conn: psycopg.Connection) -> dict[str, int]:
@@ -360,6 +347,24 @@ def _summary(console: Console, conn: psycopg.Connection, c: dict[str, int], pub:
     _judge_quality(console, conn)
 
 
+def _desk_figures(console: Console, conn: psycopg.Connection, desk: DeskRun) -> None:
+    """What the review desk measured: its reviews against the pipeline, between people, and the queue left."""
+    console.print(
+        f"review desk: {desk.reviews} reviews by {len(REVIEWERS)} scripted reviewers over its HTTP API "
+        f"({desk.overturns} overturning the pipeline's verdict, {desk.changed_after_reveal} changed after the "
+        f"reveal); the queue still wants {desk.left} reviews"
+    )
+    for title, (columns, rows) in review_sections(conn).items():
+        if title == THROUGHPUT_TITLE:
+            continue  # a script's review times say nothing about people's
+        t = Table(title=title, title_justify="left")
+        for col in columns:
+            t.add_column(col)
+        for row in rows:
+            t.add_row(*(str(v) for v in row))
+        console.print(t)
+
+
 def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen(
@@ -392,13 +397,16 @@ def judgeflow_command() -> str:
     return f"{shlex.quote(sys.executable)} -m judgeflow.cli"
 
 
-def kept_lines(database_url: str, schema: str, started_here: bool, command: str, state_dir: str | None) -> list[str]:
-    """What to print when the demo's read models outlive it: where they are, the dashboard
-    command that shows them and, for services the demo started, how to stop them."""
+def kept_lines(
+    database_url: str, schema: str, started_here: bool, command: str, state_dir: str | None, desk_env: str = ""
+) -> list[str]:
+    """What to print when the demo's read models outlive it: where they are, the dashboard and review desk
+    commands that show them and, for services the demo started, how to stop them."""
     env = f"DATABASE_URL={shlex.quote(database_url)}"
     lines = [
         f"read models kept in schema {schema}",
         f"dashboard: {env} {command} dashboard --schema {schema}",
+        f"review:    {env} {desk_env}{command} review --as you --schema {schema}   # the desk, on http://127.0.0.1:8060/",
         f"report:    {env} {command} report --schema {schema} --html report.html",
         f"calibrate: {env} {command} calibrate --rubric none --schema {schema}",
     ]
@@ -431,8 +439,8 @@ def _announce(console: Console, services: Any) -> None:
 
 def _start(
     console: Console, services: Any, work: Path, processes: list[subprocess.Popen[bytes]]
-) -> tuple[TopicNames, str]:
-    """Fresh topics and read models for this run, and a worker and a projector on them."""
+) -> tuple[TopicNames, str, str]:
+    """Fresh topics and read models for this run (and their prefix), and a worker and a projector on them."""
     stamp = int(time.time())
     prefix, schema = f"demo{stamp}.", f"judgeflow_demo_{stamp}"  # fresh topics and read models per run
     console.print(f"topics   {prefix}*\nschema   {schema}")
@@ -450,7 +458,7 @@ def _start(
     }
     processes.append(_spawn(["worker", "--loglevel", "warn"], env, work / "worker.log"))
     processes.append(_spawn(["projector", "--schema", schema], env, work / "projector.log"))
-    return names, schema
+    return names, schema, prefix
 
 
 def _wait_accounted(
@@ -479,8 +487,9 @@ def _wait_accounted(
     return counts, ok
 
 
-def _report(console: Console, conn: psycopg.Connection, counts: dict[str, int], pub: Published) -> None:
+def _report(console: Console, conn: psycopg.Connection, counts: dict[str, int], pub: Published, desk: DeskRun) -> None:
     _summary(console, conn, counts, pub)
+    _desk_figures(console, conn, desk)
     report = Path(os.environ.get("JUDGEFLOW_STATE_DIR", ".judgeflow")) / "demo-report.html"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(report_html(dashboard_summary(conn)))
@@ -523,7 +532,8 @@ def run_demo(
     try:
         with _services(work, keep) as (services, started_here):
             _announce(console, services)
-            names, schema = _start(console, services, work, processes)
+            names, schema, prefix = _start(console, services, work, processes)
+            desk = DeskRun()
             bootstrap, url, search_path = (
                 services.kafka_bootstrap_servers,
                 services.database_url,
@@ -536,12 +546,18 @@ def run_demo(
                 asyncio.run(_follow_up(bootstrap, names, claims, seed, progress, pub, timeout))
                 with psycopg.connect(url, autocommit=True, options=search_path) as conn:
                     counts, ok = _wait_accounted(conn, pub, claims, processes, progress, timeout)
+                    if ok:  # every routed claim is in the queue: people review half of it at the desk
+                        desk = asyncio.run(review_at_desk(url, schema, bootstrap, prefix, seed))
+                        pub.reviews += desk.reviews
+                        pub.records += desk.reviews  # published by the desk: raw input records too
+                        counts, ok = _wait_accounted(conn, pub, claims, processes, progress, timeout)
             with psycopg.connect(url, autocommit=True, options=search_path) as conn:
-                _report(console, conn, counts, pub)
+                _report(console, conn, counts, pub, desk)
             _stop(processes)
             if keep or not started_here or os.environ.get("DATABASE_URL"):
                 state_dir = os.environ.get("JUDGEFLOW_STATE_DIR")
-                kept = kept_lines(url, schema, keep and started_here, judgeflow_command(), state_dir)
+                desk_env = f"KAFKA_BOOTSTRAP_SERVERS={shlex.quote(bootstrap)} JUDGEFLOW_TOPIC_PREFIX={prefix} "
+                kept = kept_lines(url, schema, keep and started_here, judgeflow_command(), state_dir, desk_env)
     except KeyboardInterrupt:
         console.print(
             "interrupted: stopping the worker and the projector"
