@@ -16,6 +16,7 @@ from rich.table import Table
 from projections.calibration import (
     DEFAULT_BINS,
     DEFAULT_STEP,
+    MIN_SAMPLE,
     NO_RUBRIC,
     Calibration,
     Replay,
@@ -37,10 +38,11 @@ RULE = (
     "if none meets every target, the one with the smallest total excess over the targets."
 )
 SAMPLE_CAVEAT = (
-    "Human and second-judge shares are of every routed first-judge check of the rubric; the overturn "
-    "rate is of the reviewed claims a policy sends straight to done (human verdict differs from the "
-    "first judge's). Reviewed claims are mostly those the current policy sent to humans, so claims it "
-    "sends to done unreviewed are not in that rate."
+    "Human and second-judge shares are of every routed first-judge check of the rubric. The overturn rate is "
+    "estimated for the claims a policy sends straight to done (human verdict differs from the first judge's), "
+    "from samples unbiased for them: the audit sample (JUDGEFLOW_REVIEW_AUDIT_SHARE) for claims the pipeline "
+    f"routed done, the reviews for claims it routed to people; it is unknown while either has fewer than "
+    f"{MIN_SAMPLE} reviews, and a policy whose rate is unknown is never suggested."
 )
 
 
@@ -89,16 +91,19 @@ def _title(cal: Calibration) -> str:
 
 
 def _policy_cells(r: Replay) -> list[str]:
-    p = r.policy
+    p, e = r.policy, r.estimate
+    low, high = e.interval
+    rate = _n(r.overturn_rate) if r.overturn_rate is not None or not r.done else "unknown"
     return [
         f"{p.pass_score:g}",
         f"{p.floor:g}",
         f"{p.border:g}",
         _n(r.human_share),
         _n(r.second_share),
-        f"{r.reviewed_done}",
-        f"{r.overturned_done}",
-        _n(r.overturn_rate),
+        f"{r.done}",
+        rate,
+        "" if low is None or high is None else f"[{low:.3f}, {high:.3f}]",
+        f"{e.audited}/{e.from_done} audited, {e.reviewed}/{e.from_people} reviewed",
     ]
 
 
@@ -109,9 +114,10 @@ POLICY_COLUMNS = (
     "border",
     "human share",
     "second-judge share",
-    "reviewed to done",
-    "overturned",
-    "overturn rate",
+    "to done",
+    "done overturn rate",
+    "95% CI",
+    "sampled",
 )
 JUDGE_COLUMNS = ("judge_id", "reviewed verdicts", "agreement", "mean confidence", "ECE")
 BIN_COLUMNS = ("confidence bin", "count", "mean confidence", "agreement", "gap")
@@ -166,7 +172,8 @@ def tables(cal: Calibration, *, bins: bool = True) -> list[tuple[str, tuple[str,
                 f"Suggested routing thresholds ({s.candidates} candidates replayed over "
                 f"{s.current.claims} routed checks)",
                 POLICY_COLUMNS,
-                [["current", *_policy_cells(s.current)], ["suggested", *_policy_cells(s.best)]],
+                [["current", *_policy_cells(s.current)]]
+                + ([["suggested", *_policy_cells(s.best)]] if s.best is not None else []),
             )
         )
     return out
@@ -182,11 +189,17 @@ def verdict_lines(cal: Calibration) -> list[str]:
         f"targets: human share <= {t.max_human_share:g}, overturn rate <= {t.max_overturn:g}, "
         f"second-judge share <= {t.max_second_share:g}"
     )
-    head = (
-        "the suggested thresholds meet every target"
-        if s.meets_targets
-        else "no candidate meets every target; the closest is shown"
-    )
+    if s.best is None:
+        why = s.current.estimate.why_unknown() if not s.current.estimate.known else "it is known for none"
+        head = (
+            "no suggestion: no candidate that sends claims to done has a known overturn rate for them and meets "
+            f"the targets; for the current thresholds: {why}. Review more of the audit sample, or raise "
+            "JUDGEFLOW_REVIEW_AUDIT_SHARE"
+        )
+    elif s.meets_targets:
+        head = "the suggested thresholds meet every target"
+    else:
+        head = "no candidate meets every target; the closest is shown"
     return [*cal.notes, f"{goal}: {head}", RULE, SAMPLE_CAVEAT, SUGGESTS_ONLY]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import psycopg
 
+from projections.review_figures import wilson
 from schemas.rubric import RoutingPolicy, ScoreRange
 from streams.routing import route
 
@@ -32,6 +33,8 @@ DEFAULT_MAX_HUMAN_SHARE = 0.15
 DEFAULT_MAX_SECOND_SHARE = 0.30
 DEFAULT_MAX_OVERTURN = 0.10
 DECIDED = ("pass", "fail")
+MIN_SAMPLE = 30
+"""Reviews each part of a done route needs before its overturn rate is estimated (`DoneEstimate`)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,63 @@ class RoutedClaim:
     final_route: str | None = None
     final_reason: str | None = None
     human: str | None = None
+    audit: str | None = None
+    """The verdict of the claim's audit review (a claim the pipeline routed done, in the audit sample)."""
+
+
+@dataclass(frozen=True)
+class DoneEstimate:
+    """The overturn rate of the claims a policy sends straight to done, from samples that are unbiased for them.
+
+    Two parts: the claims the pipeline itself routed done, estimated from the audit sample (a uniform sample of
+    the done route, `projections.review_items`); and the claims it routed to people, estimated from their
+    reviews (every one of them is queued). Claims still waiting for a second judge are in neither (`pending`).
+    The rate weighs each part by its claims, and so does its interval, with each part's 95 % Wilson bounds
+    (conservative). Unknown (None) while a part that has claims has fewer than `MIN_SAMPLE` reviews: the
+    reviewed claims of the current policy say nothing about the ones it sent to done unreviewed."""
+
+    from_done: int = 0
+    audited: int = 0
+    audit_overturned: int = 0
+    from_people: int = 0
+    reviewed: int = 0
+    overturned: int = 0
+    pending: int = 0
+
+    def _parts(self) -> list[tuple[int, int, int]]:
+        return [
+            (self.from_done, self.audited, self.audit_overturned),
+            (self.from_people, self.reviewed, self.overturned),
+        ]
+
+    @property
+    def known(self) -> bool:
+        return all(n == 0 or sampled >= MIN_SAMPLE for n, sampled, _ in self._parts())
+
+    @property
+    def rate(self) -> float | None:
+        total = self.from_done + self.from_people
+        if not total or not self.known:
+            return None
+        return sum(n * k / sampled for n, sampled, k in self._parts() if n) / total
+
+    @property
+    def interval(self) -> tuple[float | None, float | None]:
+        total = self.from_done + self.from_people
+        if self.rate is None:
+            return None, None
+        bounds = [(n, wilson(k, sampled)) for n, sampled, k in self._parts() if n]
+        low = sum(n * (b[0] or 0.0) for n, b in bounds) / total
+        high = sum(n * (b[1] or 0.0) for n, b in bounds) / total
+        return low, high
+
+    def why_unknown(self) -> str:
+        parts = []
+        if self.from_done and self.audited < MIN_SAMPLE:
+            parts.append(f"{self.audited} audit review(s) of the {self.from_done} claims the pipeline routed done")
+        if self.from_people and self.reviewed < MIN_SAMPLE:
+            parts.append(f"{self.reviewed} review(s) of the {self.from_people} claims it routed to people")
+        return "; ".join(parts) + f" ({MIN_SAMPLE} needed)"
 
 
 @dataclass(frozen=True)
@@ -118,6 +178,7 @@ class Replay:
     done: int
     reviewed_done: int
     overturned_done: int
+    estimate: DoneEstimate = DoneEstimate()
 
     @property
     def human_share(self) -> float:
@@ -129,9 +190,15 @@ class Replay:
 
     @property
     def overturn_rate(self) -> float | None:
-        """Among reviewed claims this policy sends straight to done: share whose human verdict differs from the
-        first judge's. None when it sends no reviewed claim to done (no evidence either way)."""
-        return self.overturned_done / self.reviewed_done if self.reviewed_done else None
+        """The estimated share of the claims this policy sends straight to done whose human verdict would differ
+        from the first judge's (`DoneEstimate`); None when unknown or when it sends nothing to done."""
+        return self.estimate.rate
+
+    @property
+    def eligible(self) -> bool:
+        """Whether calibration may suggest this policy: it sends nothing to done, or what it sends has a known
+        overturn rate (claims still waiting for a second judge are assumed like the rest, and counted)."""
+        return self.done == 0 or (self.estimate.known and self.estimate.from_done + self.estimate.from_people > 0)
 
 
 @dataclass(frozen=True)
@@ -153,7 +220,8 @@ class Targets:
 @dataclass(frozen=True)
 class Suggestion:
     current: Replay
-    best: Replay
+    best: Replay | None
+    """None when every candidate would send to done claims whose overturn rate is unknown."""
     meets_targets: bool
     candidates: int
     targets: Targets
@@ -247,29 +315,40 @@ def overturns_by_reason(claims: Iterable[RoutedClaim]) -> list[ReasonOverturn]:
     return sorted(rows, key=lambda r: (-r.reviewed, r.reason, r.route))
 
 
+def hits(decided: str, c: RoutedClaim) -> list[int]:
+    """The counters a claim a policy routes `decided` adds to (`replay` and `replay_grid` alike)."""
+    if decided != "done":
+        return [HUMAN] if decided == "human_review" else [SECOND]
+    out = [DONE]
+    if c.human is not None:
+        out += [REVIEWED_DONE, OVERTURNED_DONE] if c.human != c.verdict else [REVIEWED_DONE]
+    if c.final_route == "done":
+        out.append(FROM_DONE)
+        if c.audit is not None:
+            out += [AUDITED, AUDIT_OVERTURNED] if c.audit != c.verdict else [AUDITED]
+    elif c.final_route == "human_review":
+        out.append(FROM_PEOPLE)
+        if c.human is not None:
+            out += [PEOPLE_REVIEWED, PEOPLE_OVERTURNED] if c.human != c.verdict else [PEOPLE_REVIEWED]
+    else:
+        out.append(PENDING)
+    return out
+
+
+def _replay_of(policy: RoutingPolicy, claims: int, n: Sequence[int]) -> Replay:
+    return Replay(policy=policy, claims=claims, human=n[HUMAN], second_judge=n[SECOND], done=n[DONE],
+                  reviewed_done=n[REVIEWED_DONE], overturned_done=n[OVERTURNED_DONE],
+                  estimate=DoneEstimate(*(n[i] for i in ESTIMATE_COUNTERS)))  # fmt: skip
+
+
 def replay(claims: Sequence[RoutedClaim], policy: RoutingPolicy) -> Replay:
     """Route every claim's first-judge check with `policy` through the real `route()`."""
-    human = second = done = reviewed_done = overturned_done = 0
+    n = [0] * COUNTERS
     for c in claims:
         decided = route(c, policy).route
-        if decided == "human_review":
-            human += 1
-        elif decided == "second_judge":
-            second += 1
-        else:
-            done += 1
-            if c.human is not None:
-                reviewed_done += 1
-                overturned_done += c.human != c.verdict
-    return Replay(
-        policy=policy,
-        claims=len(claims),
-        human=human,
-        second_judge=second,
-        done=done,
-        reviewed_done=reviewed_done,
-        overturned_done=overturned_done,
-    )
+        for h in hits(decided, c):
+            n[h] += 1
+    return _replay_of(policy, len(claims), n)
 
 
 def _axis(current: float, step: float, scale: ScoreRange) -> list[float]:
@@ -323,6 +402,9 @@ def _runs(values: list[float], xs: tuple[float, ...]) -> list[tuple[int, int]]:
 
 
 HUMAN, SECOND, DONE, REVIEWED_DONE, OVERTURNED_DONE = range(5)
+FROM_DONE, AUDITED, AUDIT_OVERTURNED, FROM_PEOPLE, PEOPLE_REVIEWED, PEOPLE_OVERTURNED, PENDING = range(5, 12)
+ESTIMATE_COUNTERS = (FROM_DONE, AUDITED, AUDIT_OVERTURNED, FROM_PEOPLE, PEOPLE_REVIEWED, PEOPLE_OVERTURNED, PENDING)
+COUNTERS = 12
 
 
 def replay_grid(claims: Sequence[RoutedClaim], grid: Grid) -> list[Replay]:
@@ -335,7 +417,7 @@ def replay_grid(claims: Sequence[RoutedClaim], grid: Grid) -> list[Replay]:
     tests/unit/test_calibration.py checks the result equals `replay` candidate by candidate."""
     P, F, B = grid.passes, grid.floors, grid.borders
     sf, sb = (len(F) + 1) * (len(B) + 1), len(B) + 1
-    diff = [[0] * ((len(P) + 1) * sf) for _ in range(5)]
+    diff = [[0] * ((len(P) + 1) * sf) for _ in range(COUNTERS)]
     policies: dict[tuple[float, float, float], RoutingPolicy] = {}
 
     def add(counter: list[int], p: tuple[int, int], f: tuple[int, int], b: tuple[int, int]) -> None:
@@ -357,10 +439,7 @@ def replay_grid(claims: Sequence[RoutedClaim], grid: Grid) -> list[Replay]:
                     if policy is None:
                         policy = policies[(p, f, b)] = grid.policy(p, f, b)
                     decided = route(c, policy).route
-                    hits = [HUMAN] if decided == "human_review" else [SECOND] if decided == "second_judge" else [DONE]
-                    if decided == "done" and c.human is not None:
-                        hits += [REVIEWED_DONE, OVERTURNED_DONE] if c.human != c.verdict else [REVIEWED_DONE]
-                    for h in hits:
+                    for h in hits(decided, c):
                         add(diff[h], p_run, f_run, b_run)
     for counter in diff:  # prefix sums along each axis turn the differences into counts
         for i in range(len(P) + 1):
@@ -383,18 +462,7 @@ def replay_grid(claims: Sequence[RoutedClaim], grid: Grid) -> list[Replay]:
                     continue
                 at = i * sf + j * sb + k
                 policy = policies.get((p, f, b)) or grid.policy(p, f, b)
-                h, s, d, rd, od = (counter[at] for counter in diff)
-                out.append(
-                    Replay(
-                        policy=policy,
-                        claims=len(claims),
-                        human=h,
-                        second_judge=s,
-                        done=d,
-                        reviewed_done=rd,
-                        overturned_done=od,
-                    )
-                )
+                out.append(_replay_of(policy, len(claims), [counter[at] for counter in diff]))
     return out
 
 
@@ -409,18 +477,24 @@ def suggest_thresholds(
     step: float = DEFAULT_STEP,
     scale: ScoreRange | None = None,
 ) -> Suggestion | None:
-    """Replay every candidate policy; among those meeting every target pick the lowest human share (then the
-    lowest overturn rate, the lowest second-judge share, the one closest to the current thresholds). If none
-    meets them all, the one with the smallest total excess over the targets, by the same tie-breaks. The
-    figures reported for the pick and the current policy come from `replay` itself.
+    """Replay every candidate policy; only those whose done route's overturn rate is known (or that send nothing
+    to done) may be suggested. Among them, those meeting every target: the lowest human share (then the lowest
+    overturn rate, the lowest second-judge share, the one closest to the current thresholds). If none meets
+    them all, the one with the smallest total excess over the targets, by the same tie-breaks; if none may be
+    suggested, or the pick sends nothing to done and still misses the targets, no pick (`best` None). The
+    figures reported come from `replay` itself.
 
     None when there is nothing to replay."""
     if not claims:
         return None
     targets = targets or Targets()
     replays = replay_grid(claims, Grid.around(current, step, scale))
+    now = replay(claims, current)
+    eligible = [r for r in replays if r.eligible]
+    if not eligible:
+        return Suggestion(current=now, best=None, meets_targets=False, candidates=len(replays), targets=targets)
     best = min(
-        replays,
+        eligible,
         key=lambda r: (
             targets.excess(r),
             r.human_share,
@@ -431,13 +505,10 @@ def suggest_thresholds(
         ),
     )
     best = replay(claims, best.policy)
-    return Suggestion(
-        current=replay(claims, current),
-        best=best,
-        meets_targets=targets.excess(best) == 0.0,
-        candidates=len(replays),
-        targets=targets,
-    )
+    meets = targets.excess(best) == 0.0
+    if not meets and best.done == 0:  # everything to people, and still off target: not a suggestion
+        return Suggestion(current=now, best=None, meets_targets=False, candidates=len(replays), targets=targets)
+    return Suggestion(current=now, best=best, meets_targets=meets, candidates=len(replays), targets=targets)
 
 
 def calibrate(
@@ -486,9 +557,11 @@ FROM claim_checks c JOIN latest_reviews r USING (claim_id)
 WHERE {RUBRIC_FILTER} ORDER BY c.claim_id, c.judge_id"""
 CLAIMS_QUERY = f"""
 SELECT k.claim_id, k.verdict, k.score, k.confidence, k.route, k.route_reason, k.final_verdict, k.final_route,
-       k.final_reason, r.final_verdict
+       k.final_reason, r.final_verdict, a.final_verdict
 FROM checks k JOIN claim_checks c ON c.claim_id = k.claim_id AND c.judge_id = k.judge_id
 LEFT JOIN latest_reviews r ON r.claim_id = k.claim_id
+LEFT JOIN (SELECT DISTINCT ON (claim_id) claim_id, final_verdict FROM reviews WHERE source = 'audit'
+           ORDER BY claim_id, created_at, review_id) a ON a.claim_id = k.claim_id
 WHERE k.route IS NOT NULL AND {RUBRIC_FILTER} ORDER BY k.claim_id"""
 RUBRICS_QUERY = """
 SELECT coalesce(c.rubric_version_id::text, 'none'), min(rb.name), count(DISTINCT c.claim_id)
@@ -522,8 +595,9 @@ def load(conn: psycopg.Connection, rubric: str | None) -> Loaded:
             final_route=fr,
             final_reason=fw,
             human=h,
+            audit=a,
         )
-        for cid, v, s, conf, rt, why, fv, fr, fw, h in conn.execute(CLAIMS_QUERY, params)
+        for cid, v, s, conf, rt, why, fv, fr, fw, h, a in conn.execute(CLAIMS_QUERY, params)
     ]
     name, policy, scale = None, RoutingPolicy(), ScoreRange()
     if rubric is not None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sklearn.calibration import calibration_curve
 
 from projections.calibration import (
+    DoneEstimate,
     Grid,
     JudgeVerdict,
     RoutedClaim,
@@ -74,40 +75,67 @@ def test_overturns_by_reason_by_hand() -> None:
     assert (rows["unclear"].resolved, rows["spot_sample"].overturn_rate) == (0, 0.0)
 
 
-def test_replay_counts_routes_and_overturns_among_reviewed_done() -> None:
+def test_replay_counts_routes_and_estimates_the_done_routes_overturns_from_unbiased_samples() -> None:
     policy = RoutingPolicy(spot_sample_rate=0.0)
     claims = [
-        RoutedClaim("a", "pass", 0.9, 0.9, human="fail"),  # done, overturned
-        RoutedClaim("b", "pass", 0.95, 0.7, human="pass"),  # done, upheld
-        RoutedClaim("c", "pass", 0.9, 0.9),  # done, not reviewed
-        RoutedClaim("d", "fail", 0.2, 0.3, human="pass"),  # human (fail_low_confidence)
+        RoutedClaim("a", "pass", 0.9, 0.9, human="fail", final_route="human_review"),  # done, overturned
+        RoutedClaim("b", "pass", 0.95, 0.7, human="pass", final_route="human_review"),  # done, upheld
+        RoutedClaim("c", "pass", 0.9, 0.9, final_route="done"),  # done, not audited
+        RoutedClaim("d", "fail", 0.2, 0.3, human="pass", final_route="human_review"),  # human (fail_low_confidence)
         RoutedClaim("e", "pass", 0.6, 0.9, human="pass"),  # second judge (borderline)
-        RoutedClaim("f", "fail", 0.1, 0.9, human="fail"),  # done (confident_fail, no spot sample)
+        RoutedClaim("f", "fail", 0.1, 0.9, audit="pass", final_route="done"),  # done (confident_fail), audited
+        RoutedClaim("g", "pass", 0.9, 0.9),  # done, its final route still waits for a second judge
     ]
     r = replay(claims, policy)
-    assert (r.claims, r.human, r.second_judge, r.done, r.reviewed_done, r.overturned_done) == (6, 1, 1, 4, 3, 1)
-    assert (r.human_share, r.second_share, r.overturn_rate) == (1 / 6, 1 / 6, 1 / 3)
-    assert replay([RoutedClaim("d", "fail", 0.2, 0.3, human="pass")], policy).overturn_rate is None
+    assert (r.claims, r.human, r.second_judge, r.done, r.reviewed_done, r.overturned_done) == (7, 1, 1, 5, 2, 1)
+    e = r.estimate
+    assert (e.from_done, e.audited, e.audit_overturned, e.from_people, e.reviewed, e.overturned, e.pending) == (
+        2, 1, 1, 2, 2, 1, 1)  # fmt: skip
+    assert (r.human_share, r.second_share) == (1 / 7, 1 / 7)
+    assert r.overturn_rate is None and not e.known and not r.eligible  # 1 audit and 2 reviews: a guess
+    assert "1 audit review(s) of the 2 claims the pipeline routed done" in e.why_unknown()
+
+
+def test_the_done_estimate_weighs_each_part_by_its_claims() -> None:
+    # 100 claims the pipeline routed done (40 audited, 4 overturned), 50 routed to people (all reviewed, 10
+    # overturned): 100/150 * 0.1 + 50/150 * 0.2
+    e = DoneEstimate(from_done=100, audited=40, audit_overturned=4, from_people=50, reviewed=50, overturned=10)
+    assert e.known and e.rate == pytest.approx(100 / 150 * 0.1 + 50 / 150 * 0.2)
+    low, high = e.interval
+    assert low is not None and high is not None and low < e.rate < high
+    assert DoneEstimate(from_done=100, audited=29).rate is None
+    assert DoneEstimate(from_people=5, reviewed=30).rate == 0.0
 
 
 def test_suggestion_by_hand_picks_the_lowest_human_share_that_meets_the_targets() -> None:
-    # Low-confidence fails the humans always upheld: a lower floor sends them to done without overturns.
-    claims = [RoutedClaim(f"f{i}", "fail", 0.1, 0.5, human="fail") for i in range(4)]
-    claims += [RoutedClaim(f"p{i}", "pass", 0.95, 0.9, human="pass") for i in range(4)]
+    # Low-confidence fails the humans always upheld: a lower floor sends them to done without overturns; the
+    # confident passes routed done were audited and upheld.
+    claims = [RoutedClaim(f"f{i}", "fail", 0.1, 0.5, human="fail", final_route="human_review") for i in range(40)]
+    claims += [RoutedClaim(f"p{i}", "pass", 0.95, 0.9, audit="pass", final_route="done") for i in range(40)]
     current = RoutingPolicy(spot_sample_rate=0.0)
     s = suggest_thresholds(claims, current, Targets(max_human_share=0.0, max_overturn=0.0, max_second_share=0.0),
                            step=0.1)  # fmt: skip
-    assert s is not None and s.meets_targets
+    assert s is not None and s.meets_targets and s.best is not None
     assert s.current.human_share == 0.5 and s.best.human_share == 0.0 and s.best.overturn_rate == 0.0
     assert s.best.policy.floor <= 0.5  # the fails' confidence now clears the floor
     # The tie-break keeps what it need not change, closest to the current thresholds.
     assert (s.best.policy.pass_score, s.best.policy.border, s.best.policy.floor) == (0.8, 0.45, 0.5)
 
 
+def test_no_suggestion_sends_to_done_what_has_too_few_audit_reviews() -> None:
+    # The same claims, but the passes routed done were never audited: their overturn rate is unknown.
+    claims = [RoutedClaim(f"f{i}", "fail", 0.1, 0.5, human="fail", final_route="human_review") for i in range(40)]
+    claims += [RoutedClaim(f"p{i}", "pass", 0.95, 0.9, final_route="done") for i in range(40)]
+    s = suggest_thresholds(claims, RoutingPolicy(spot_sample_rate=0.0), step=0.1)
+    assert s is not None and s.current.overturn_rate is None
+    # what may be suggested sends none of the unaudited claims to done (here: the reviewed fails only)
+    assert s.best is not None and s.best.estimate.from_done == 0 and s.best.estimate.known
+
+
 def test_suggestion_says_when_no_candidate_meets_the_targets() -> None:
     claims = [RoutedClaim(f"u{i}", "unclear", None, 0.5, human="pass") for i in range(3)]  # always to humans
     s = suggest_thresholds(claims, RoutingPolicy(), Targets(max_human_share=0.1), step=0.25)
-    assert s is not None and not s.meets_targets and s.best.human_share == 1.0
+    assert s is not None and not s.meets_targets and s.best is None  # all to people and off target: no pick
     assert suggest_thresholds([], RoutingPolicy()) is None
 
 
@@ -159,7 +187,9 @@ claim_value = st.one_of(st.sampled_from(GRID_VALUES), unit)
 claims_strategy = st.lists(
     st.builds(RoutedClaim, claim_id=st.text("abcdef0123", min_size=1, max_size=6),
               verdict=st.sampled_from(["pass", "fail", "unclear"]), score=st.one_of(st.none(), claim_value),
-              confidence=claim_value, human=st.one_of(st.none(), st.sampled_from(["pass", "fail", "unclear"]))),
+              confidence=claim_value, human=st.one_of(st.none(), st.sampled_from(["pass", "fail", "unclear"])),
+              final_route=st.sampled_from([None, "done", "human_review"]),
+              audit=st.one_of(st.none(), st.sampled_from(["pass", "fail"]))),
     max_size=25,
 ).filter(lambda cs: all(c.score is not None or c.verdict == "unclear" for c in cs))  # fmt: skip
 
@@ -184,14 +214,19 @@ def test_suggestion_figures_are_those_of_replaying_its_thresholds(claims: list[R
         assert s is None
         return
     assert s is not None
+    everyone = [replay(claims, p) for p in Grid.around(current, 0.25).policies()]
+    if s.best is None:  # nothing to suggest: no candidate may be, or the closest sends nothing to done, off target
+        eligible = [r for r in everyone if r.eligible]
+        assert not s.meets_targets and not any(targets.excess(r) == 0.0 for r in eligible)
+        return
     again = replay(claims, s.best.policy)
-    assert s.best == again
+    assert s.best == again and again.eligible
     # Routing each claim by hand with those thresholds gives the same shares.
     routes = [route(c, s.best.policy).route for c in claims]
     assert s.best.human_share == routes.count("human_review") / len(claims)
     assert s.meets_targets == (targets.excess(again) == 0.0)
-    # No candidate meeting the targets has a lower human share than the pick.
-    everyone = [replay(claims, p) for p in Grid.around(current, 0.25).policies()]
+    # No candidate that may be suggested and meets the targets has a lower human share than the pick.
+    everyone = [r for r in everyone if r.eligible]
     meeting = [r for r in everyone if targets.excess(r) == 0.0]
     assert s.meets_targets == bool(meeting)
     if meeting:
