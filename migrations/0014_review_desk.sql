@@ -48,6 +48,7 @@ CREATE TABLE review_leases (
 -- One open lease per slot of an item: two reviewers never hold the same slot.
 CREATE UNIQUE INDEX idx_review_leases_slot ON review_leases (claim_id, slot) WHERE closed IS NULL;
 CREATE INDEX idx_review_leases_expiry ON review_leases (expires_at) WHERE closed IS NULL;
+CREATE INDEX idx_review_leases_claim ON review_leases (claim_id);
 CREATE INDEX idx_review_leases_reviewer ON review_leases (reviewer, claim_id);
 
 -- The queue as a reviewer sees it: items still wanting a review, how many
