@@ -256,3 +256,31 @@ def metrics_text(port: int) -> str:
 def metric(text: str, name: str) -> list[float]:
     """Every sample of the metric `name` in a Prometheus text page, whatever its labels."""
     return [float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)]
+
+
+@contextlib.contextmanager
+def judgeflow_server(args: list[str], env: dict[str, str], what: str) -> Iterator[str]:
+    """`judgeflow ARGS --port PORT` on a free port with `env` added, until it accepts connections; yields its
+    address and stops it afterwards (its output in the failure when it exits first)."""
+    import socket
+
+    from judgeflow.services.ports import free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "judgeflow.cli", *args, "--port", str(port)],
+                              env={**os.environ, **env}, cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
+                assert time.monotonic() < deadline, f"{what} did not start"
+                time.sleep(0.1)  # polling the port until the server listens
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(10)

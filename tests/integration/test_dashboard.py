@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from judgeflow.services.ports import free_port
 from tests.conftest import ARTIFACTS as ARTIFACT_PATHS
 from tests.scaffold import fresh_schema
-from tests.support import REPO
+from tests.support import REPO, judgeflow_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -54,25 +51,8 @@ def browser_page(width: int, height: int) -> Iterator[Page]:
 @contextmanager
 def dashboard(database_url: str, schema: str) -> Iterator[str]:
     """`judgeflow dashboard --schema SCHEMA` on a free port, until it answers; yields its address."""
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url}
-    server = subprocess.Popen([sys.executable, "-m", "judgeflow.cli", "dashboard", "--schema", schema,
-                               "--port", str(port)], env=env, cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
-                assert time.monotonic() < deadline, "dashboard did not start"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(10)
+    with judgeflow_server(["dashboard", "--schema", schema], {"DATABASE_URL": database_url}, "dashboard") as base:
+        yield base
 
 
 def _get_json(url: str) -> tuple[int, Any]:

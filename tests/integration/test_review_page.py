@@ -6,23 +6,17 @@ overturn needs a note; a submit becomes a row in Postgres and moves the overturn
 from __future__ import annotations
 
 import json
-import os
 import random
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
 from judgeflow import workload
-from judgeflow.services.ports import free_port
 from tests.conftest import ARTIFACTS as ARTIFACT_PATHS
 from tests.integration.test_dashboard import ARTIFACTS, BROWSER_ARGS, CHROMIUM
 from tests.scaffold import Pipeline
-from tests.support import REPO
+from tests.support import judgeflow_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -32,26 +26,9 @@ HOSTILE = "<img src=x onerror=\"document.title='owned'\">"
 @contextmanager
 def review_desk(p: Pipeline, reviewer: str) -> Iterator[str]:
     """`judgeflow review --as REVIEWER` on the pipeline's topics and schema, until it answers."""
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": p.database_url, "KAFKA_BOOTSTRAP_SERVERS": p.bootstrap,
-           "JUDGEFLOW_TOPIC_PREFIX": p.prefix}  # fmt: skip
-    server = subprocess.Popen([sys.executable, "-m", "judgeflow.cli", "review", "--as", reviewer, "--schema",
-                               p.schema, "--port", str(port)], env=env, cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
-                assert time.monotonic() < deadline, "the desk did not start"
-                time.sleep(0.1)  # polling the port until the server listens
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(10)
+    env = {"DATABASE_URL": p.database_url, "KAFKA_BOOTSTRAP_SERVERS": p.bootstrap, "JUDGEFLOW_TOPIC_PREFIX": p.prefix}
+    with judgeflow_server(["review", "--as", reviewer, "--schema", p.schema], env, "the review desk") as base:
+        yield base
 
 
 def routed_claims(p: Pipeline) -> list[str]:
