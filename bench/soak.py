@@ -476,7 +476,7 @@ def run_soak(options: SoakOptions, progress: Callable[[dict[str, Any]], None]) -
     restarts = {name: proc.exits for name, proc in run.procs.items()}
     windows = {name: {str(k): summarize(list(v)) for k, v in w.buckets.items()} for name, w in run.windows.items()}
     return {
-        "options": {**asdict(options), "workdir": str(options.workdir)},
+        "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()},
         "samples": run.samples,
         "windows": windows,
         "faults": run.faults,
