@@ -47,6 +47,9 @@ class SoakOptions:
     faults: bool = False
     seed: int = 3
     sample_seconds: float = 5.0
+    drain_minutes: float = 15.0
+    """After the load: how long Postgres may take to hold every acknowledged event before what is still
+    missing is counted as lost."""
     workdir: Path = Path(".judgeflow/soak")
     journal: Path | None = None
     """Each sample and each fault appended here as one JSON line as it happens: a run stopped early, or one
@@ -60,6 +63,8 @@ class SoakOptions:
             raise ValueError(f"--rate {self.rate:g}: from 1 to 100000 events/s")
         if not 1 <= self.sample_seconds <= 60:
             raise ValueError(f"--sample-seconds {self.sample_seconds:g}: from 1 to 60")
+        if not 0.5 <= self.drain_minutes <= 120:
+            raise ValueError(f"--drain-minutes {self.drain_minutes:g}: from 0.5 to 120")
         if self.faults and self.minutes < 2:
             raise ValueError("--faults needs --minutes 2 or more (four faults, each given time to recover)")
 
@@ -383,7 +388,10 @@ async def _read_decisions(run: Run) -> TopicChecker:
 
 
 async def _account(run: Run) -> dict[str, Any]:
-    counts = await _settled(run, timeout=900)
+    counts = await _settled(run, timeout=run.options.drain_minutes * 60)
+    expected = _expected(run)
+    if not all(counts.get(k, -1) >= v for k, v in expected.items()):
+        _journal(run, {"drained": False, "expected": expected, "found": counts})
     topics = (await _read_decisions(run)).result()
     with psycopg.connect(run.pg.url, autocommit=True, options=f"-c search_path={run.schema}") as conn:
         tables = check_database(conn, run.names, run.ledger.published)

@@ -774,6 +774,13 @@ def schema_export(directory: Path) -> None:
 @click.option("--seed", type=int, default=3, show_default=True, help="the load's seed")
 @click.option("--sample-seconds", type=float, default=5.0, show_default=True, help="one sample per this interval")
 @click.option(
+    "--drain-minutes",
+    type=float,
+    default=15.0,
+    show_default=True,
+    help="after the load, how long to wait for Postgres to hold every event before counting what is missing",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("bench/results"),
@@ -787,7 +794,14 @@ def schema_export(directory: Path) -> None:
     help="the soak's own broker, Postgres and logs (default: a fresh temporary folder)",
 )
 def soak(
-    minutes: float, rate: float, faults: bool, seed: int, sample_seconds: float, out: Path, workdir: Path | None
+    minutes: float,
+    rate: float,
+    faults: bool,
+    seed: int,
+    sample_seconds: float,
+    drain_minutes: float,
+    out: Path,
+    workdir: Path | None,
 ) -> None:
     """Run the real mix at a steady rate for minutes or hours, with faults, and account for every event.
 
@@ -817,7 +831,9 @@ def soak(
     stem = f"soak-{clock.strftime('%Y-%m-%d-%H%M')}"
     out.mkdir(parents=True, exist_ok=True)
     journal = out / f"{stem}.jsonl"
-    options = SoakOptions(minutes, rate, faults, seed, sample_seconds, workdir=work, journal=journal)
+    options = SoakOptions(
+        minutes, rate, faults, seed, sample_seconds, drain_minutes=drain_minutes, workdir=work, journal=journal
+    )
     try:
         options.check()
     except ValueError as exc:

@@ -193,7 +193,8 @@ class StageAgent:
         handled here without Faust's per-event stream iteration (a loop turn, sensors, processors per event),
         each tracked, made the current event (table writes find their changelog partition through it) and
         acked right after its step, as the stream itself would. An event of an older consumer generation
-        (revoked) is acked unhandled, as Faust skips it: it is read again after the seek. A queue that is
+        (revoked) is skipped unhandled, as Faust skips it; its ack is refused (`UnhandledGuard`), so no commit
+        passes it before it is read again. A queue that is
         empty ends the batch, so nothing waits for a timer."""
         app = self.app
         queue = stream.channel.queue

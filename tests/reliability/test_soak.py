@@ -21,27 +21,28 @@ RATE = 300
 
 def test_three_minutes_with_every_fault_lose_nothing(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "judgeflow.cli",
-            "soak",
-            "--minutes",
-            "3",
-            "--rate",
-            str(RATE),
-            "--faults",
-            "--out",
-            str(out),
-            "--workdir",
-            str(tmp_path / "work"),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=840,
-    )
+    args = ["--minutes", "3", "--rate", str(RATE), "--faults", "--drain-minutes", "5"]
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "judgeflow.cli",
+                "soak",
+                *args,
+                "--out",
+                str(out),
+                "--workdir",
+                str(tmp_path / "work"),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=840,
+        )
+    except subprocess.TimeoutExpired:
+        journal = "".join(path.read_text()[-3000:] for path in out.glob("soak-*.jsonl"))
+        pytest.fail(f"the soak did not end within 14 minutes; its journal ends with:\n{journal}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [results] = out.glob("soak-*.json")
     assert len(list(out.glob("soak-*.html"))) == 1
