@@ -25,8 +25,9 @@ from pydantic import BaseModel
 
 from schemas import (
     MAX_PAYLOAD_BYTES,
+    RunReview,
     parse_evaluation_run,
-    parse_human_review,
+    parse_review,
     parse_rubric,
     validate_claim_check,
     validate_judge_output,
@@ -58,7 +59,9 @@ def encode_for(role: str, event: Event) -> tuple[bytes, bytes]:
     if role == "rubrics":
         return parse_rubric(raw).rubric_version_id.encode(), raw
     if role == "reviews":
-        return parse_human_review(raw).claim_id.encode(), raw
+        review = parse_review(raw)
+        key = review.evaluation_run_id if isinstance(review, RunReview) else review.claim_id
+        return key.encode(), raw
     raise ValueError(f"{role!r} is not a topic judge producers write")
 
 

@@ -1,4 +1,4 @@
-"""The review desk's queue as a read model: one item per claim a person should look at.
+"""The review desk's queue as a read model: one item per claim, or evaluation run, a person should look at.
 
 An item is a claim whose final route is `human_review` (source `routed`), or one routed `done` that falls in the
 audit sample (source `audit`): its place in [0, 1), from a hash of its claim id, below the audit share. A share
@@ -81,3 +81,27 @@ ON CONFLICT (claim_id) DO UPDATE SET reviewers = EXCLUDED.reviewers, open = EXCL
 
 def refresh_review_items(cur: psycopg.Cursor, claims: list[str], sample: ReviewSample) -> None:
     cur.execute(REFRESH_REVIEW_ITEMS, {"ids": claims, "audit": sample.audit_share, "overlap": sample.overlap_share})
+
+
+REFRESH_RUN_REVIEW_ITEMS = """
+WITH ids AS (SELECT DISTINCT unnest(%(ids)s::uuid[]) AS evaluation_run_id),
+routed AS (
+  SELECT DISTINCT ON (d.evaluation_run_id) d.evaluation_run_id, d.reason, d.decided_at
+  FROM routing_decisions d JOIN ids USING (evaluation_run_id)
+  WHERE d.subject = 'evaluation' AND d.route = 'human_review'
+  ORDER BY d.evaluation_run_id, d.decided_at, d.event_id),
+rv AS (
+  SELECT r.evaluation_run_id, array_agg(DISTINCT r.reviewer ORDER BY r.reviewer) AS reviewers
+  FROM run_reviews r JOIN ids USING (evaluation_run_id) GROUP BY r.evaluation_run_id)
+INSERT INTO run_review_items (evaluation_run_id, reason, reviewers, open, routed_at)
+SELECT evaluation_run_id, reason, coalesce(rv.reviewers, '{}'), cardinality(coalesce(rv.reviewers, '{}')) = 0,
+       decided_at
+FROM routed LEFT JOIN rv USING (evaluation_run_id)
+ON CONFLICT (evaluation_run_id) DO UPDATE SET reviewers = EXCLUDED.reviewers, open = EXCLUDED.open
+"""
+"""A run routed to human review is an item until one person has reviewed it (runs have no audit sample and
+no overlap); a review that arrives before the routing decision is counted when the decision does."""
+
+
+def refresh_run_review_items(cur: psycopg.Cursor, runs: list[str]) -> None:
+    cur.execute(REFRESH_RUN_REVIEW_ITEMS, {"ids": runs})

@@ -29,10 +29,13 @@ from schemas import (
     JudgeOutput,
     ReconciliationRevision,
     RoutingDecision,
+    RunReview,
     StaleWorkAlert,
+    names_run,
     parse_evaluation_run,
     parse_human_review,
     parse_rubric,
+    parse_run_review,
 )
 from schemas.decoding import MAX_PAYLOAD_BYTES
 from schemas.drift import JudgeDriftAlert
@@ -83,6 +86,8 @@ class Rows:
     tables: dict[str, list[tuple[Any, ...]]] = field(default_factory=lambda: defaultdict(list))
     claims: set[str] = field(default_factory=set)
     runs: set[str] = field(default_factory=set)
+    review_runs: set[str] = field(default_factory=set)
+    """Runs whose review item may have changed: routed to human review, or reviewed, in this batch."""
     outputs: set[uuid.UUID] = field(default_factory=set)
     """Judge outputs in this batch: a second copy (an upstream retry) adds no rows."""
     owners: dict[str, list[uuid.UUID]] = field(default_factory=lambda: defaultdict(list))
@@ -196,6 +201,8 @@ def project(record: Record, names: TopicNames, roles: dict[str, str], rows: Rows
         )
         if d.claim_id is not None:
             rows.claims.add(d.claim_id)
+        elif d.evaluation_run_id is not None and d.route == "human_review":
+            rows.review_runs.add(d.evaluation_run_id)
     elif role == "alerts" and record.value is not None:
         rows.add("stale_alerts", stale_alert_row(record, StaleWorkAlert.model_validate_json(record.value)))
     elif role == "judge_alerts" and record.value is not None:
@@ -325,6 +332,10 @@ def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:
                     record.offset,
                 ),
             )
+        elif role == "reviews" and names_run(record.value or b""):
+            run_review = parse_run_review(record.value)
+            rows.add("run_reviews", run_review_row(run_review))
+            rows.review_runs.add(run_review.evaluation_run_id)  # its review item follows its reviews
         elif role == "reviews":
             rv = parse_human_review(record.value)
             seed = (rv.review_id, rv.claim_id, rv.reviewer, rv.final_verdict, rv.notes, rv.created_at)
@@ -339,6 +350,25 @@ def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:
             ),
             rows,
         )
+
+
+def run_review_row(rv: RunReview) -> tuple[Any, ...]:
+    blind = None if rv.blind_lane_scores is None else json.dumps(rv.blind_lane_scores)
+    return (
+        rv.review_id,
+        rv.evaluation_run_id,
+        rv.reviewer,
+        rv.final_overall_score,
+        json.dumps(rv.lane_scores),
+        rv.notes,
+        rv.created_at,
+        rv.schema_version,
+        rv.review_seconds,
+        rv.blind_overall_score,
+        blind,
+        rv.source,
+        rv.lease_id,
+    )
 
 
 def _invalid(ev: InvalidEvent, rows: Rows) -> None:

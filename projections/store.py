@@ -35,7 +35,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from projections.agreement_store import mark_pending, touched
-from projections.review_items import DEFAULT_SAMPLE, ReviewSample, refresh_review_items
+from projections.review_items import DEFAULT_SAMPLE, ReviewSample, refresh_review_items, refresh_run_review_items
 from projections.rows import OWNED, Rows
 
 INSERTS: dict[str, str] = {
@@ -100,6 +100,10 @@ INSERTS: dict[str, str] = {
     "reviews": """INSERT INTO reviews (review_id, claim_id, reviewer, final_verdict, notes, created_at,
           schema_version, review_seconds, blind_verdict, source, lease_id)
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+    "run_reviews": """INSERT INTO run_reviews (review_id, evaluation_run_id, reviewer, final_overall_score,
+          lane_scores, notes, created_at, schema_version, review_seconds, blind_overall_score, blind_lane_scores,
+          source, lease_id)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
     "routing_decisions": """INSERT INTO routing_decisions (event_id, subject, claim_id, evaluation_run_id, route,
           reason, verdict, score, confidence, judge_ids, input_ids, policy, aggregation_mode, tie_rule,
           agreement, decided_at)
@@ -461,6 +465,8 @@ def _write_batch(
                     refresh_review_items(cur, sorted(rows.claims), review_sample)
                 if rows.runs:
                     cur.execute(REFRESH_SCORES, [sorted(rows.runs)])
+                if rows.review_runs:
+                    refresh_run_review_items(cur, sorted(rows.review_runs))
                 agreement = touched(rows, INSERTS)
                 if agreement:  # last before the offsets: two projectors hold a mark's row lock only to commit
                     mark_pending(cur, agreement)

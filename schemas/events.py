@@ -13,8 +13,9 @@ from pydantic_core import PydanticCustomError
 
 from schemas.base import Contract
 from schemas.claim_check import Verdict
+from schemas.judge_output import Score100
 from schemas.rubric import AggregationMode, ReconciliationMethod, RoutingPolicy, TieRule
-from schemas.types import SchemaVersion, Timestamp, Uuid
+from schemas.types import Key, SchemaVersion, Timestamp, Uuid
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -63,6 +64,31 @@ class HumanReview(Contract):
     review_seconds: Annotated[float, Field(ge=0, le=86_400)] | None = None
     blind_verdict: Verdict | None = None
     source: ReviewSource | None = None
+    lease_id: Uuid | None = None
+
+
+LaneScores = Annotated[dict[Key, Score100], Field(min_length=1)]
+
+
+class RunReview(Contract):
+    """A reviewer's accepted final scores for an evaluation run routed to human review: per lane and overall.
+
+    Published to `reviews` beside the claims' `HumanReview`s, keyed by the run id; a `reviews` record that
+    names an `evaluation_run_id` is a run review. `blind_*` are the scores the reviewer gave before the judges'
+    scores were shown; `source` is always `routed` (runs have no audit sample)."""
+
+    schema_version: SchemaVersion = "1.0"
+    review_id: Uuid
+    evaluation_run_id: Uuid
+    reviewer: NonEmpty
+    lane_scores: LaneScores
+    final_overall_score: Score100
+    notes: str | None = None
+    created_at: Timestamp
+    review_seconds: Annotated[float, Field(ge=0, le=86_400)] | None = None
+    blind_lane_scores: LaneScores | None = None
+    blind_overall_score: Score100 | None = None
+    source: Literal["routed"] | None = None
     lease_id: Uuid | None = None
 
 

@@ -24,10 +24,11 @@ from schemas.events import (
     InvalidEvent,
     ReconciliationRevision,
     RoutingDecision,
+    RunReview,
 )
 from schemas.judge_output import JudgeOutput
 from schemas.rubric import RubricVersion
-from schemas.versions import ADDED_IN_2_0, TELEMETRY_ADDED_IN_2_1
+from schemas.versions import ADDED_IN_2_0, HUMAN_REVIEW_VERSIONS, TELEMETRY_ADDED_IN_2_1
 
 REFINEMENTS = (
     "Also enforced by judgeflow (JSON Schema cannot say it): integrity_adjusted_score <= overall_score; "
@@ -140,16 +141,17 @@ def judge_output_schemas() -> dict[str, dict[str, Any]]:
 
 def all_schemas() -> dict[str, dict[str, Any]]:
     files = {f"judge_output-{v}.json": s for v, s in judge_output_schemas().items()}
-    for name, model in (
-        ("claim_check", ClaimCheck),
-        ("rubric_version", RubricVersion),
-        ("evaluation_run_started", EvaluationRunStarted),
-        ("human_review", HumanReview),
-        ("invalid_event", InvalidEvent),
-        ("reconciliation_revision", ReconciliationRevision),
-        ("routing_decision", RoutingDecision),
+    for name, model, version in (
+        ("claim_check", ClaimCheck, "1.0"),
+        ("rubric_version", RubricVersion, "1.0"),
+        ("evaluation_run_started", EvaluationRunStarted, "1.0"),
+        ("human_review", HumanReview, HUMAN_REVIEW_VERSIONS.current),
+        ("run_review", RunReview, "1.0"),
+        ("invalid_event", InvalidEvent, "1.0"),
+        ("reconciliation_revision", ReconciliationRevision, "1.0"),
+        ("routing_decision", RoutingDecision, "1.0"),
     ):
-        files[f"{name}-1.0.json"] = _schema(model, "1.0")
+        files[f"{name}-{version}.json"] = _schema(model, version)
     _with_rules(files["claim_check-1.0.json"], CLAIM_CHECK_RULES)
     return files
 

@@ -17,13 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from schemas.claim_check import ClaimCheck
 from schemas.decoding import MAX_PAYLOAD_BYTES, decode_object
 from schemas.error_codes import contract_error
 from schemas.errors import ContractError, ContractWarning, ErrorDetail, RubricRefusal
-from schemas.events import EvaluationRunStarted, HumanReview
+from schemas.events import EvaluationRunStarted, HumanReview, RunReview
 from schemas.fast import FastContract
 from schemas.judge_output import JudgeOutput
 from schemas.quality import judge_output_warnings
@@ -136,7 +137,7 @@ _FAST_JUDGE_OUTPUT = FastContract(JudgeOutput, JUDGE_OUTPUT_VERSIONS.current)
 _FAST_CLAIM_CHECK = FastContract(ClaimCheck, CLAIM_CHECK_VERSIONS.current)
 _FAST_SIMPLE: dict[type[BaseModel], FastContract[Any]] = {
     model: FastContract(model, _SIMPLE_VERSIONS[model].current if model in _SIMPLE_VERSIONS else "1.0")
-    for model in (RubricVersion, EvaluationRunStarted, HumanReview)
+    for model in (RubricVersion, EvaluationRunStarted, HumanReview, RunReview)
 }
 
 
@@ -207,3 +208,25 @@ def parse_evaluation_run(data: RawEvent) -> EvaluationRunStarted:
 
 def parse_human_review(data: RawEvent) -> HumanReview:
     return _parse_simple(HumanReview, data)
+
+
+def parse_run_review(data: RawEvent) -> RunReview:
+    return _parse_simple(RunReview, data)
+
+
+def names_run(data: RawEvent) -> bool:
+    """A `reviews` record naming an `evaluation_run_id` and no claim is a `RunReview`; any other is read as a
+    `HumanReview` (and refused as a review if it is neither)."""
+    if isinstance(data, dict):
+        doc: Any = data
+    else:
+        try:
+            doc = orjson.loads(bytes(data) if isinstance(data, memoryview) else data)
+        except orjson.JSONDecodeError:
+            return False
+    return isinstance(doc, dict) and "evaluation_run_id" in doc and "claim_id" not in doc
+
+
+def parse_review(data: RawEvent) -> HumanReview | RunReview:
+    """A `reviews` record: a claim's `HumanReview` or a run's `RunReview`."""
+    return parse_run_review(data) if names_run(data) else parse_human_review(data)

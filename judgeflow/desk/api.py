@@ -108,12 +108,12 @@ def make_desk_app(store: LeaseStore, publish: Publish, who: ReviewerIdentity) ->
 
     async def blind(request: web.Request) -> web.Response:
         me, doc = reviewer(request), await body(request)
-        return web.json_response(await store.blind(request.match_info["lease"], me, doc.get("verdict")))
+        return web.json_response(await store.blind(request.match_info["lease"], me, doc))
 
     async def submit(request: web.Request) -> web.Response:
         me, doc = reviewer(request), await body(request)
         lease = request.match_info["lease"]
-        prepared = await store.prepare_submit(lease, me, doc.get("final_verdict"), doc.get("note"))
+        prepared = await store.prepare_submit(lease, me, doc)
         review_id = prepared.review["review_id"]
         if not prepared.already_published:
             await publish(prepared.review)

@@ -18,7 +18,13 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+
+from judgeflow.desk import runs
+from judgeflow.desk.errors import STATUS, DeskError
+
+__all__ = ["STATUS", "DeskError", "LeaseStore"]
 
 VERDICTS = ("pass", "fail", "unclear")
 LEASE_SECONDS = 300.0
@@ -28,30 +34,6 @@ SKIP_COOLDOWN_SECONDS = 3600
 HAND_OUT_ATTEMPTS = 8
 REVIEW_NS = uuid.UUID("6a3e0f55-2d1c-5b8e-9c47-1f0d8a6b2e93")
 """`review_id` = uuid5(REVIEW_NS, lease_id): a double submit of one lease is one review."""
-
-STATUS = {
-    "INVALID_REQUEST": 400,
-    "NO_REVIEWER": 401,
-    "NOT_YOUR_LEASE": 403,
-    "UNKNOWN_LEASE": 404,
-    "LEASE_EXPIRED": 409,
-    "ALREADY_REVIEWED": 409,
-    "BLIND_FIRST": 409,
-    "NOTE_REQUIRED": 422,
-    "INVALID_VERDICT": 422,
-    "BROKER_UNAVAILABLE": 503,
-}
-"""Every error the desk's API answers with, and its HTTP status (DESIGN decision 14)."""
-
-
-class DeskError(Exception):
-    """A refusal the API returns as `{code, message}` with the code's status; nothing was published."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = STATUS[code]
-        self.message = message
 
 
 def review_id_for(lease_id: str) -> str:
@@ -78,23 +60,35 @@ WHERE closed IS NULL AND expires_at <= now()"""
 
 CANDIDATE = """
 WITH queue AS (
-  SELECT i.claim_id, i.source, i.wanted,
+  SELECT 'claim' AS kind, i.claim_id AS item, i.source, i.wanted,
          (SELECT count(*) FROM (SELECT unnest(i.reviewers) UNION SELECT l.reviewer FROM review_leases l
-           WHERE l.claim_id = i.claim_id AND (l.closed IS NULL OR l.closed = 'submitted')) who) AS taken
+           WHERE l.claim_id = i.claim_id AND (l.closed IS NULL OR l.closed = 'submitted')) who) AS taken,
+         i.routed_at
   FROM review_items i
   WHERE i.open AND NOT %(me)s = ANY(i.reviewers)
     AND NOT EXISTS (SELECT 1 FROM review_leases l WHERE l.claim_id = i.claim_id AND l.reviewer = %(me)s
       AND (l.closed IS NULL OR l.closed = 'submitted'
            OR (l.closed = 'skipped' AND l.closed_at > now() - %(cooldown)s * interval '1 second')))
-  ORDER BY i.routed_at, i.claim_id
+  UNION ALL
+  SELECT 'run', r.evaluation_run_id::text, 'routed', 1,
+         cardinality(r.reviewers) + (SELECT count(*) FROM review_leases l
+           WHERE l.evaluation_run_id = r.evaluation_run_id AND (l.closed IS NULL OR l.closed = 'submitted')),
+         r.routed_at
+  FROM run_review_items r
+  WHERE r.open AND NOT EXISTS (SELECT 1 FROM review_leases l WHERE l.evaluation_run_id = r.evaluation_run_id
+      AND l.reviewer = %(me)s AND l.closed = 'skipped'
+      AND l.closed_at > now() - %(cooldown)s * interval '1 second')
+  ORDER BY routed_at, kind, item
   OFFSET 0)
-SELECT claim_id, source, wanted, taken FROM queue
-WHERE CASE WHEN taken < wanted THEN pg_try_advisory_xact_lock(hashtextextended('judgeflow.review:' || claim_id, 0))
+SELECT kind, item, source, wanted, taken FROM queue
+WHERE CASE WHEN taken < wanted THEN pg_try_advisory_xact_lock(hashtextextended('judgeflow.review:' || item, 0))
       ELSE false END
 LIMIT 1"""
+"""The oldest item (a claim or a run) with a free slot that this reviewer has not reviewed, held or lately
+skipped; one another reviewer is taking right now is passed over (its advisory lock is held)."""
 
-LEASE = """INSERT INTO review_leases (lease_id, claim_id, slot, reviewer, source, expires_at)
-VALUES (%s, %s, %s, %s, %s, now() + %s * interval '1 second') RETURNING expires_at"""
+LEASE = """INSERT INTO review_leases (lease_id, claim_id, evaluation_run_id, slot, reviewer, source, expires_at)
+VALUES (%s, %s, %s, %s, %s, %s, now() + %s * interval '1 second') RETURNING expires_at"""
 
 ITEM = """SELECT claim_id, claim_text, passage, passage_quote, created_at FROM checks WHERE claim_id = %s"""
 REASONS = """SELECT judge_id, reason, passage_quote FROM claim_checks WHERE claim_id = %s
@@ -105,17 +99,23 @@ DECISION = """SELECT coalesce(final_verdict, verdict) AS verdict, coalesce(final
 coalesce(final_reason, route_reason) AS reason FROM checks WHERE claim_id = %s"""
 
 STATS = """
-SELECT (SELECT count(*) FROM review_items WHERE open) AS depth,
-       (SELECT coalesce(sum(wanted - cardinality(reviewers)), 0) FROM review_items WHERE open) AS reviews_wanted,
-       (SELECT extract(epoch FROM now() - min(routed_at)) FROM review_items WHERE open) AS oldest_age_seconds,
+WITH open_items AS (
+  SELECT routed_at, wanted - cardinality(reviewers) AS wanted FROM review_items WHERE open
+  UNION ALL SELECT routed_at, 1 FROM run_review_items WHERE open),
+timed AS (
+  SELECT review_seconds FROM reviews WHERE review_seconds IS NOT NULL AND created_at > now() - interval '7 days'
+  UNION ALL SELECT review_seconds FROM run_reviews
+  WHERE review_seconds IS NOT NULL AND created_at > now() - interval '7 days')
+SELECT (SELECT count(*) FROM open_items) AS depth,
+       (SELECT coalesce(sum(wanted), 0) FROM open_items) AS reviews_wanted,
+       (SELECT extract(epoch FROM now() - min(routed_at)) FROM open_items) AS oldest_age_seconds,
        (SELECT count(*) FROM review_leases WHERE closed IS NULL AND expires_at > now()) AS held,
-       (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY review_seconds) FROM reviews
-         WHERE review_seconds IS NOT NULL AND created_at > now() - interval '7 days') AS median_seconds,
-       (SELECT count(*) FROM reviews WHERE review_seconds IS NOT NULL
-         AND created_at > now() - interval '7 days') AS timed_reviews,
+       (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY review_seconds) FROM timed) AS median_seconds,
+       (SELECT count(*) FROM timed) AS timed_reviews,
        (SELECT count(*) FROM (
-          SELECT claim_id FROM reviews WHERE reviewer = %(me)s AND created_at >= %(today)s
-          UNION SELECT claim_id FROM review_leases
+          SELECT claim_id AS item FROM reviews WHERE reviewer = %(me)s AND created_at >= %(today)s
+          UNION SELECT evaluation_run_id::text FROM run_reviews WHERE reviewer = %(me)s AND created_at >= %(today)s
+          UNION SELECT coalesce(claim_id, evaluation_run_id::text) FROM review_leases
           WHERE reviewer = %(me)s AND closed = 'submitted' AND closed_at >= %(today)s) mine) AS reviewed_today"""
 
 
@@ -138,23 +138,32 @@ class LeaseStore:
                     found = await cur.fetchone()
                     if found is None:
                         return None
-                    claim_id, source, _wanted, taken = found
+                    kind, item_id, source, _wanted, taken = found
                     slot = int(taken) + 1
                     lease_id = str(uuid.uuid4())
                     seen_as = "overlap" if slot == 2 else source
-                    cur = await conn.execute(LEASE, (lease_id, claim_id, slot, reviewer, seen_as, self.lease_seconds))
+                    claim_id, run_id = (item_id, None) if kind == "claim" else (None, item_id)
+                    cur = await conn.execute(
+                        LEASE, (lease_id, claim_id, run_id, slot, reviewer, seen_as, self.lease_seconds)
+                    )
                     (expires_at,) = await cur.fetchone()  # type: ignore[misc]
-                    item = await _blind_item(conn, claim_id, seen_as)
+                    if kind == "claim":
+                        item = await _blind_item(conn, item_id, seen_as)
+                    else:
+                        item = await runs.blind_run(conn, item_id)
             except psycopg.errors.UniqueViolation:
                 continue  # another reviewer took this slot between two snapshots: try the next item
             return {"lease_id": lease_id, "expires_at": _iso(expires_at), "item": item}
         return None
 
-    async def blind(self, lease_id: str, reviewer: str, verdict: object) -> dict[str, Any]:
-        """Record the reviewer's choice before the reveal (the first one stands) and reveal the judges."""
-        choice = check_verdict(verdict)
+    async def blind(self, lease_id: str, reviewer: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Record the reviewer's choice before the reveal (the first one stands) and reveal the judges: a
+        claim's `{verdict}`, a run's `{lane_scores, overall}`."""
         async with self.pool.connection() as conn, conn.transaction():
             lease = await _held(conn, lease_id, reviewer)
+            if lease["evaluation_run_id"] is not None:
+                return await self._blind_run(conn, lease, body)
+            choice = check_verdict(body.get("verdict"))
             if lease["blind_verdict"] is None:
                 await conn.execute(
                     "UPDATE review_leases SET blind_verdict = %s, blind_at = now() WHERE lease_id = %s",
@@ -162,15 +171,34 @@ class LeaseStore:
                 )
             return await _reveal(conn, lease["claim_id"], lease["blind_verdict"] or choice)
 
-    async def prepare_submit(self, lease_id: str, reviewer: str, final_verdict: object, note: object) -> Submission:
+    async def _blind_run(
+        self, conn: psycopg.AsyncConnection[Any], lease: dict[str, Any], body: dict[str, Any]
+    ) -> dict[str, Any]:
+        run_id = str(lease["evaluation_run_id"])
+        blind = lease["blind_scores"]
+        if blind is None:
+            lanes = await runs.lanes_of(conn, run_id)
+            scores, overall = runs.check_scores(lanes, body.get("lane_scores"), body.get("overall"))
+            blind = {"lane_scores": scores, "overall": overall}
+            await conn.execute(
+                "UPDATE review_leases SET blind_scores = %s, blind_at = now() WHERE lease_id = %s",
+                (Jsonb(blind), lease["lease_id"]),
+            )
+        return await runs.reveal_run(conn, run_id, blind)
+
+    async def prepare_submit(self, lease_id: str, reviewer: str, body: dict[str, Any]) -> Submission:
         """The review a submit publishes, after every check; the lease is closed by `submitted` once the
-        broker has acknowledged it."""
-        verdict = check_verdict(final_verdict)
+        broker has acknowledged it. A claim's body is `{final_verdict, note?}`, a run's `{lane_scores,
+        overall, note?}`."""
+        note = body.get("note")
         if note is not None and not isinstance(note, str):
             raise DeskError("INVALID_REQUEST", "note must be text")
         text = (note or "").strip() or None
         async with self.pool.connection() as conn, conn.transaction():
             lease = await _held(conn, lease_id, reviewer, submitted_ok=True)
+            if lease["evaluation_run_id"] is not None:
+                return await _prepare_run(conn, lease, body, text)
+            verdict = check_verdict(body.get("final_verdict"))
             claim_id = lease["claim_id"]
             if lease["closed"] == "submitted":
                 return Submission(_review(lease, verdict, text), already_published=True)
@@ -250,8 +278,9 @@ async def _held(
         raise DeskError("UNKNOWN_LEASE", f"no lease {lease_id!r}") from None
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(
-        "SELECT lease_id::text, claim_id, slot, reviewer, source, leased_at, expires_at, blind_verdict, closed, "
-        "closed_at, expires_at <= now() AS expired, extract(epoch FROM now() - leased_at) AS seconds "
+        "SELECT lease_id::text, claim_id, evaluation_run_id, slot, reviewer, source, leased_at, expires_at, "
+        "blind_verdict, blind_scores, closed, closed_at, expires_at <= now() AS expired, "
+        "extract(epoch FROM now() - leased_at) AS seconds "
         "FROM review_leases WHERE lease_id = %s FOR UPDATE",
         (lease_id,),
     )
@@ -267,6 +296,26 @@ async def _held(
     if lease["closed"] is not None or lease["expired"]:
         raise DeskError("LEASE_EXPIRED", f"lease {lease_id} has expired or was skipped: take the next item")
     return lease
+
+
+async def _prepare_run(
+    conn: psycopg.AsyncConnection[Any], lease: dict[str, Any], body: dict[str, Any], note: str | None
+) -> Submission:
+    run_id = str(lease["evaluation_run_id"])
+    review_id = review_id_for(lease["lease_id"])
+    scores = runs.check_scores(await runs.lanes_of(conn, run_id), body.get("lane_scores"), body.get("overall"))
+    if lease["closed"] == "submitted":
+        return Submission(runs.run_review(lease, review_id, scores, note), already_published=True)
+    if lease["blind_scores"] is None:
+        raise DeskError("BLIND_FIRST", "give your scores before the judges' scores are shown (/blind)")
+    cur = await conn.execute("SELECT NOT open FROM run_review_items WHERE evaluation_run_id = %s", (run_id,))
+    row = await cur.fetchone()
+    if row is not None and row[0]:
+        raise DeskError("ALREADY_REVIEWED", f"run {run_id} has been reviewed")
+    reconciled = await runs.reconciled_overall(conn, run_id)
+    if scores[1] != reconciled and note is None:
+        raise DeskError("NOTE_REQUIRED", f"a final score other than the reconciled {reconciled} needs a note")
+    return Submission(runs.run_review(lease, review_id, scores, note), already_published=False)
 
 
 def _review(lease: dict[str, Any], verdict: str, note: str | None) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 p / f / u choose pass / fail / unclear; before the reveal that choice is the blind verdict, after it the final
 one. Enter confirms (Ctrl+Enter from the note), s skips, ? shows the keys. The judges' verdicts, scores and
-confidences are not in the page until the blind choice is recorded: the API does not send them before.
+confidences are not in the page until the blind choice is recorded: the API does not send them before. An
+evaluation run is scored the same way: a score per lane and overall first, then the judges' scores.
 """
 
 from __future__ import annotations
@@ -51,13 +52,29 @@ passage: check the quote before trusting the reason.</p><div id="passage"></div>
 <p><button id="confirm" hidden>Confirm (Enter)</button> <button id="skip">Skip (s)</button></p>
 <div id="message"></div></section>
 </div>
+<div id="run" hidden>
+<section><h2>Evaluation run <span id="run-id"></span> <span class="muted">(routed: <span id="run-reason"></span>)</span>
+</h2><p>Submission <span id="submission"></span>. The judges contradict each other on
+<b id="contradicted"></b>.</p></section>
+<section><h2>What the judges said</h2><div id="run-reasons"></div></section>
+<section id="run-scores" hidden><h2>The judges' scores (shown after yours)</h2><div id="run-judges"></div>
+<p>Reconciled overall <span id="reconciled" class="verdict"></span>.</p></section>
+<section><h2 id="run-phase">Your scores, before you see the judges'</h2>
+<div id="lanes"></div><p><label>Overall <input id="overall" type="number" min="0" max="100" step="1"></label></p>
+<div id="run-note-box" hidden><p>Note <span id="run-note-needed" class="muted"></span></p>
+<textarea id="run-note"></textarea></div>
+<p><button id="run-go">Show the judges' scores (Enter)</button> <button id="run-skip">Skip</button></p>
+<div id="run-message"></div></section>
+</div>
 <div id="help" hidden><b>Keys</b><br>p / f / u: pass / fail / unclear<br>Enter: confirm (Ctrl+Enter in the note)
-<br>s: skip this item<br>?: this help</div>
+<br>s: skip this item<br>?: this help<br>A run: type a score per lane and overall, Enter to
+show the judges' scores, Enter again to confirm</div>
 </main>
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
-let lease = null, phase = "none", choice = null, decided = null, renewer = null, busy = false;
+let lease = null, phase = "none", choice = null, decided = null, renewer = null, busy = false, kind = "claim";
+let reconciled = null;
 
 async function call(method, path, body) {
   const r = await fetch(path, {method, headers: {"Content-Type": "application/json"},
@@ -67,7 +84,9 @@ async function call(method, path, body) {
   if (!r.ok) throw doc;
   return doc;
 }
-function say(text, kind) { const m = $("message"); m.textContent = text; m.className = kind || ""; }
+function say(text, cls) {
+  const m = $(kind === "run" ? "run-message" : "message"); m.textContent = text; m.className = cls || "";
+}
 function age(s) {
   if (s === null || s === undefined) return "-";
   if (s < 120) return Math.round(s) + " s";
@@ -114,9 +133,12 @@ async function next() {
   catch (e) { say(e.message || "the desk is unavailable", "error"); setTimeout(next, 10000); return; }
   stats();
   if (!got) { $("item").hidden = true; $("empty").hidden = false; setTimeout(next, 10000); return; }
-  $("empty").hidden = true; $("item").hidden = false;
+  $("empty").hidden = true;
   lease = got.lease_id; phase = "blind";
   const it = got.item;
+  kind = it.kind; $("item").hidden = kind !== "claim"; $("run").hidden = kind !== "run";
+  renewer = setInterval(() => lease && call("POST", "/api/review/" + lease + "/renew").catch(() => {}), 60000);
+  if (kind === "run") { showRun(it); return; }
   $("source").textContent = "(" + it.source + ")"; $("claim-id").textContent = it.claim_id;
   $("claim").textContent = it.claim_text;
   showPassage(it.passage, it.passage_quote);
@@ -126,7 +148,56 @@ async function next() {
   }
   $("phase").textContent = "Your verdict, before you see the judges'";
   mark();
-  renewer = setInterval(() => lease && call("POST", "/api/review/" + lease + "/renew").catch(() => {}), 60000);
+}
+function showRun(it) {
+  reconciled = null;
+  $("run-id").textContent = it.evaluation_run_id; $("run-reason").textContent = it.reason || "-";
+  $("submission").textContent = it.submission_id;
+  $("contradicted").textContent = it.contradicted_lanes.length ? it.contradicted_lanes.join(", ") : "no lane";
+  const reasons = $("run-reasons"); reasons.textContent = "";
+  for (const j of it.judges) line(reasons, [["Judge", j.judge_id], ["Status", j.status],
+    ["Strength", j.positive_signal || "-"], ["Weakness", j.primary_weakness || "-"]]);
+  const lanes = $("lanes"); lanes.textContent = "";
+  for (const key of it.lanes) {
+    const p = document.createElement("p"), label = document.createElement("label");
+    const input = document.createElement("input");
+    input.type = "number"; input.min = "0"; input.max = "100"; input.step = "1"; input.dataset.lane = key;
+    label.append(key + " ", input); p.append(label); lanes.append(p);
+  }
+  $("overall").value = ""; $("run-note").value = ""; $("run-scores").hidden = true; $("run-note-box").hidden = true;
+  $("run-phase").textContent = "Your scores, before you see the judges'";
+  $("run-go").textContent = "Show the judges' scores (Enter)";
+  const first = lanes.querySelector("input"); if (first) first.focus();
+}
+function runScores() {
+  const lane_scores = {};
+  for (const input of document.querySelectorAll("#lanes input")) lane_scores[input.dataset.lane] = Number(input.value);
+  return {lane_scores, overall: Number($("overall").value)};
+}
+function fail(e) { say((e.code ? e.code + ": " : "") + (e.message || "failed"), "error"); }
+async function runGo() {
+  if (busy || !lease) return;
+  busy = true;
+  try {
+    if (phase === "blind") {
+      const r = await call("POST", "/api/review/" + lease + "/blind", runScores());
+      const box = $("run-judges"); box.textContent = "";
+      for (const j of r.judges) line(box, [["Judge", j.judge_id], ["Overall", j.overall_score === null ? "-" :
+        j.overall_score], ["Lanes", Object.entries(j.lane_scores).map(([k, v]) => k + " " + v).join(", ")]]);
+      reconciled = r.reconciled.overall; $("reconciled").textContent = reconciled === null ? "-" : reconciled;
+      $("run-scores").hidden = false; $("run-note-box").hidden = false; phase = "reveal";
+      $("run-note-needed").textContent = "(required when your overall differs from the reconciled one)";
+      $("run-phase").textContent = "Your final scores: confirm or change";
+      $("run-go").textContent = "Confirm (Enter)";
+      say("");
+    } else {
+      say("sending...");
+      const note = $("run-note").value.trim();
+      const r = await call("POST", "/api/review/" + lease + "/submit", {...runScores(), note: note || null});
+      say("recorded: review " + r.review_id, "ok"); busy = false; await next(); return;
+    }
+  } catch (e) { fail(e); }
+  busy = false;
 }
 async function choose(v) {
   if (busy || !lease) return;
@@ -162,7 +233,13 @@ async function skip() {
 for (const b of document.querySelectorAll(".choices button")) b.addEventListener("click", () => choose(b.dataset.v));
 $("confirm").addEventListener("click", confirm);
 $("skip").addEventListener("click", skip);
+$("run-go").addEventListener("click", runGo);
+$("run-skip").addEventListener("click", skip);
 document.addEventListener("keydown", (e) => {
+  if (kind === "run") {
+    if (e.key === "Enter" && (e.target !== $("run-note") || e.ctrlKey)) { e.preventDefault(); runGo(); }
+    return;
+  }
   const typing = e.target === $("note");
   if (e.key === "Enter" && (!typing || e.ctrlKey)) { e.preventDefault(); confirm(); return; }
   if (typing) return;

@@ -25,6 +25,7 @@ from judgeflow.desk.api import ReviewPublisher, make_desk_app
 from judgeflow.desk.leases import LeaseStore
 from judgeflow.desk.reviewer import USER_HEADER, ReviewerIdentity
 from judgeflow.desk.serve import desk_pool
+from judgeflow.producer import JudgeflowProducer
 from judgeflow.services.ports import free_port
 from projections.review_figures import anchoring, overturns
 from projections.review_items import review_pick
@@ -45,6 +46,14 @@ def to_people(p: Pipeline, n: int, seed: int, done: int = 0) -> list[str]:
     docs += [workload.claim_check(rng, c, verdict="pass", score=0.95, confidence=0.9) for c in passed]
     p.send((p.names.checks, d["claim_id"].encode(), json.dumps(d).encode()) for d in docs)
     return routed
+
+
+async def until(condition: Any, what: str, timeout: float = 60.0) -> None:
+    """Poll Postgres until the condition holds (the projector's pace), or fail saying what never happened."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+        await asyncio.sleep(0.2)  # polling interval, not a synchronisation
 
 
 def open_items(p: Pipeline) -> int:
@@ -186,6 +195,15 @@ def test_every_refusal_has_its_code_and_publishes_nothing(pipeline: Pipeline) ->
                 assert status == 200 and [j["verdict"] for j in shown["judges"]] == ["fail"]
                 status, got = await call(http, base, "ana", f"/api/review/{lease}/submit", {"final_verdict": "pass"})
                 assert (status, got["code"]) == (422, "NOTE_REQUIRED")
+                # ana's review of the claim arrives from another tool while she holds the lease: refused
+                elsewhere = {"schema_version": "1.0", "review_id": workload.stable_id("elsewhere", first),
+                             "claim_id": first, "reviewer": "ana", "final_verdict": "fail",
+                             "created_at": "2026-12-06T09:00:00Z"}  # fmt: skip
+                async with JudgeflowProducer(p.bootstrap, topic_prefix=p.prefix) as producer:
+                    await producer.send_review(elsewhere)
+                await until(lambda: open_items(p) == 1, "the other tool's review projected")
+                answer = await call(http, base, "ana", f"/api/review/{lease}/submit", {"final_verdict": "fail"})
+                assert (answer[0], answer[1]["code"]) == (409, "ALREADY_REVIEWED")
                 # the second reviewer's lease expires: its item goes back to the queue
                 async with desk(p, lease_seconds=1.0) as (short, _):
                     status, held = await call(http, short, "ben", "/api/review/next")
@@ -200,7 +218,7 @@ def test_every_refusal_has_its_code_and_publishes_nothing(pipeline: Pipeline) ->
 
         asyncio.run(run())
         p.wait_projected(None, 60, "nothing more to project")
-        assert p.count("SELECT count(*) FROM reviews") == 0
+        assert p.count("SELECT count(*) FROM reviews") == 1  # the other tool's; the desk published nothing
 
 
 def test_a_submit_the_broker_did_not_acknowledge_is_kept_and_a_retry_records_it_once(pipeline: Pipeline) -> None:
@@ -244,3 +262,94 @@ def test_the_audit_pick_in_sql_is_the_one_in_python(database_url: str) -> None:
         for purpose in ("audit", "overlap"):
             rows = conn.execute("SELECT id, review_pick(%s, id) FROM unnest(%s::text[]) AS id", (purpose, ids))
             assert {i: v for i, v in rows.fetchall()} == {i: review_pick(purpose, i) for i in ids}
+
+
+def runs_to_people(p: Pipeline, n: int, seed: int) -> list[str]:
+    """`n` evaluation runs whose three judges contradict each other on every lane (scores 15, 55 and 95):
+    the worker routes each final evaluation to human review. Returns the runs' ids."""
+    rng = random.Random(seed)
+    rubric = workload.rubric(workload.stable_id("rubric", p.prefix))
+    rubric_id = rubric["rubric_version_id"]
+    records = [(p.names.rubrics, rubric_id.encode(), json.dumps(rubric).encode())]
+    run_ids = [workload.stable_id("run", p.prefix, i) for i in range(n)]
+    for run_id in run_ids:
+        run = workload.evaluation_run(run_id, rubric_id=rubric_id)
+        records.append((p.names.runs, run_id.encode(), json.dumps(run).encode()))
+        for model, base in zip(workload.JUDGE_MODELS, (15, 55, 95), strict=True):
+            out = workload.judge_output(rng, run_id, model, rubric_id=rubric_id, base_score=base)
+            records.append((p.names.judge_outputs, run_id.encode(), json.dumps(out).encode()))
+    p.send(records)
+    return run_ids
+
+
+def open_runs(p: Pipeline) -> int:
+    return p.count("SELECT count(*) FROM run_review_items WHERE open")
+
+
+def test_a_run_is_scored_blind_then_reviewed_once_with_its_refusals(pipeline: Pipeline) -> None:
+    """Two runs routed to people: one reviewed at the desk (blind scores, the reveal, a note for a changed
+    score, a double submit); the other reviewed meanwhile by another tool, so the desk's submit is refused."""
+    p = pipeline
+    with p.worker(), p.projector():
+        run_ids = runs_to_people(p, 2, seed=21)
+        p.wait_projected(None, 180, "2 run review items", also=lambda: open_runs(p) == 2)
+
+        async def run() -> tuple[dict[str, Any], str, int]:
+            async with desk(p) as (base, _), aiohttp.ClientSession() as http:
+                _, mine = await call(http, base, "ana", "/api/review/next")
+                _, theirs = await call(http, base, "ben", "/api/review/next")
+                item, lease = mine["item"], mine["lease_id"]
+                assert item["kind"] == theirs["item"]["kind"] == "run"
+                assert {item["evaluation_run_id"], theirs["item"]["evaluation_run_id"]} == set(run_ids)
+                assert item["contradicted_lanes"] == item["lanes"] and len(item["judges"]) == 3
+                assert "score" not in json.dumps(item)  # blind: no judge's score reaches the page first
+                lanes = {key: 60 for key in item["lanes"]}
+                refusals = [
+                    (f"/api/review/{lease}/submit", {"lane_scores": lanes, "overall": 60}, 409, "BLIND_FIRST"),
+                    (f"/api/review/{lease}/blind", {"lane_scores": {"x": 1}, "overall": 60}, 422, "INVALID_VERDICT"),
+                    (f"/api/review/{lease}/blind", {"lane_scores": lanes, "overall": 101}, 422, "INVALID_VERDICT"),
+                ]
+                for path, body, status, code in refusals:
+                    answer = await call(http, base, "ana", path, body)
+                    assert (answer[0], answer[1]["code"]) == (status, code), (path, answer)
+                status, shown = await call(
+                    http, base, "ana", f"/api/review/{lease}/blind", {"lane_scores": lanes, "overall": 60}
+                )
+                assert status == 200 and len(shown["judges"]) == 3
+                reconciled = shown["reconciled"]["overall"]
+                changed = {"lane_scores": lanes, "overall": reconciled + 7 if reconciled <= 93 else reconciled - 7}
+                answer = await call(http, base, "ana", f"/api/review/{lease}/submit", changed)
+                assert (answer[0], answer[1]["code"]) == (422, "NOTE_REQUIRED")
+                noted = {**changed, "note": "the tests the judges cite do not run"}
+                status, sent = await call(http, base, "ana", f"/api/review/{lease}/submit", noted)
+                assert status == 200
+                assert await call(http, base, "ana", f"/api/review/{lease}/submit", noted) == (200, sent)
+                # Another tool records a review of ben's run while he holds it: his submit is refused.
+                other = theirs["item"]["evaluation_run_id"]
+                review = {"schema_version": "1.0", "review_id": workload.stable_id("ops", other),
+                          "evaluation_run_id": other, "reviewer": "ops", "final_overall_score": 50,
+                          "lane_scores": {key: 50 for key in theirs["item"]["lanes"]},
+                          "created_at": "2026-12-06T09:00:00Z"}  # fmt: skip
+                async with JudgeflowProducer(p.bootstrap, topic_prefix=p.prefix) as producer:
+                    await producer.send_review(review)
+                await until(lambda: open_runs(p) == 0, "the other tool's run review projected")
+                blind = {"lane_scores": {key: 50 for key in theirs["item"]["lanes"]}, "overall": 50}
+                await call(http, base, "ben", f"/api/review/{theirs['lease_id']}/blind", blind)
+                answer = await call(http, base, "ben", f"/api/review/{theirs['lease_id']}/submit", blind)
+                assert (answer[0], answer[1]["code"]) == (409, "ALREADY_REVIEWED")
+                return noted, item["evaluation_run_id"], reconciled
+
+        noted, reviewed, reconciled = asyncio.run(run())
+        done = lambda: p.count("SELECT count(*) FROM run_reviews") == 2  # noqa: E731
+        p.wait_projected(None, 60, "both run reviews projected", also=done)
+        with p.connect() as conn:
+            row = conn.execute(
+                "SELECT reviewer, reviewed_overall, delta, reviewed_lane_scores, notes FROM evaluation_reviewed_scores "
+                "WHERE evaluation_run_id = %s",
+                (reviewed,),
+            ).fetchone()
+            blind = conn.execute(
+                "SELECT blind_overall_score, source FROM run_reviews WHERE reviewer = 'ana'"
+            ).fetchone()
+        assert row == ("ana", noted["overall"], noted["overall"] - reconciled, noted["lane_scores"], noted["note"])
+        assert blind == (60, "routed")
