@@ -50,8 +50,12 @@ async def lanes_of(conn: psycopg.AsyncConnection[Any], run_id: str) -> list[str]
 
 async def reconciled_overall(conn: psycopg.AsyncConnection[Any], run_id: str) -> int | None:
     final = await _final(conn, run_id)
-    score = final.get("final_overall_score")
-    return None if score is None else int(score)
+    return _whole(final.get("final_overall_score"))
+
+
+def _whole(score: Any) -> int | None:
+    """A reconciled score (NUMERIC(5,2) in Postgres, a whole number by reconciliation) as JSON can carry it."""
+    return None if score is None else round(score)
 
 
 async def blind_run(conn: psycopg.AsyncConnection[Any], run_id: str) -> dict[str, Any]:
@@ -104,7 +108,7 @@ async def reveal_run(conn: psycopg.AsyncConnection[Any], run_id: str, blind: dic
         ],
         "reconciled": {
             "lane_scores": final.get("reconciled_lane_scores") or {},
-            "overall": final.get("final_overall_score"),
+            "overall": _whole(final.get("final_overall_score")),
             "contradictions": final.get("contradiction_details") or [],
         },
     }

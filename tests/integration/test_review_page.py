@@ -96,3 +96,46 @@ def test_a_reviewer_works_the_queue_blind_first_with_the_keyboard(pipeline: Pipe
             left = conn.execute("SELECT claim_id FROM review_items WHERE open ORDER BY claim_id").fetchall()
         assert rate == (1, 1)
         assert [c for (c,) in left] == claims[1:]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_a_reviewer_scores_a_run_blind_then_sees_the_judges_scores(pipeline: Pipeline) -> None:
+    """An evaluation run routed to people, at the page: lanes and the judges' words first, no score; the
+    reviewer's scores typed and sent with Enter; then the judges' scores; a changed overall needs a note."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.integration.test_review_desk import runs_to_people
+
+    p = pipeline
+    with p.worker(), p.projector():
+        [run_id] = runs_to_people(p, 1, seed=31)
+        p.wait_projected(None, 120, "the run's review item",
+                         also=lambda: p.count("SELECT count(*) FROM run_review_items WHERE open") == 1)  # fmt: skip
+        with review_desk(p, "ana") as ana, sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+            a = browser.new_context(viewport={"width": 1200, "height": 1000}).new_page()
+            a.goto(ana)
+            expect(a.locator("#run-id")).to_have_text(run_id)
+            expect(a.locator("#item")).to_be_hidden()
+            expect(a.locator("#run-scores")).to_be_hidden()
+            assert a.locator("#run-judges").inner_text() == ""
+            lanes = a.locator("#lanes input")
+            assert lanes.count() >= 1
+            for i in range(lanes.count()):
+                lanes.nth(i).fill("40")
+            a.locator("#overall").fill("40")
+            a.locator("#overall").press("Enter")  # blind scores sent: the judges' are shown
+            expect(a.locator("#run-scores")).to_be_visible()
+            expect(a.locator("#run-judges .judge")).to_have_count(3)
+            reconciled = int(a.locator("#reconciled").inner_text())
+            a.locator("#overall").fill(str(40 if reconciled != 40 else 41))
+            a.locator("#overall").press("Enter")  # an overall other than the reconciled one: a note first
+            expect(a.locator("#run-message")).to_contain_text("NOTE_REQUIRED")
+            a.locator("#run-note").fill("Two of the judges cite a test that never ran.")
+            a.locator("#run-note").press("Control+Enter")
+            expect(a.locator("#empty")).to_be_visible()
+            browser.close()
+        reviewed = "SELECT count(*) FROM run_reviews WHERE reviewer = 'ana' AND blind_overall_score = 40 " \
+                   "AND notes IS NOT NULL AND source = 'routed'"  # fmt: skip
+        p.wait_projected(None, 60, "ana's run review in Postgres", also=lambda: p.count(reviewed) == 1)
+        assert p.count("SELECT count(*) FROM run_review_items WHERE open") == 0
