@@ -350,9 +350,9 @@ def _summary(console: Console, conn: psycopg.Connection, c: dict[str, int], pub:
 def _desk_figures(console: Console, conn: psycopg.Connection, desk: DeskRun) -> None:
     """What the review desk measured: its reviews against the pipeline, between people, and the queue left."""
     console.print(
-        f"review desk: {desk.reviews} reviews by {len(REVIEWERS)} scripted reviewers over its HTTP API "
-        f"({desk.overturns} overturning the pipeline's verdict, {desk.changed_after_reveal} changed after the "
-        f"reveal); the queue still wants {desk.left} reviews"
+        f"review desk: {desk.reviews} reviews by {len(REVIEWERS)} scripted reviewers over its HTTP API, "
+        f"{desk.run_reviews} of them evaluation runs ({desk.overturns} overturning the pipeline's verdict, "
+        f"{desk.changed_after_reveal} changed after the reveal); the queue still wants {desk.left} reviews"
     )
     for title, (columns, rows) in review_sections(conn).items():
         if title == THROUGHPUT_TITLE:

@@ -34,6 +34,8 @@ class DeskRun:
     changed_after_reveal: int = 0
     left: int = 0
     """Reviews the queue still wants when the reviewers stop."""
+    run_reviews: int = 0
+    """Of `reviews`, the evaluation runs scored (the rest are claims)."""
 
 
 async def review_at_desk(
@@ -78,6 +80,9 @@ async def _reviewer(
         if status == 204:
             return
         lease = got["lease_id"]
+        if got["item"]["kind"] == "run":
+            await _score_run(post, name, rng, lease, got["item"], run)
+            continue
         blind = rng.choices(VERDICTS, weights=(55, 35, 10))[0]  # a script cannot read the passage: it draws
         status, shown = await post(f"/api/review/{lease}/blind", {"verdict": blind})
         decided = shown["decision"]["verdict"] or "unclear"
@@ -89,3 +94,20 @@ async def _reviewer(
         run.reviews += 1
         run.overturns += final != decided
         run.changed_after_reveal += final != blind
+
+
+async def _score_run(post: Any, name: str, rng: random.Random, lease: str, item: dict[str, Any], run: DeskRun) -> None:
+    """A run: blind scores drawn per lane, then the reconciled scores accepted seven times in ten."""
+    blind = {"lane_scores": {lane: rng.randint(30, 90) for lane in item["lanes"]}, "overall": rng.randint(30, 90)}
+    status, shown = await post(f"/api/review/{lease}/blind", blind)
+    if status != 200:
+        raise RuntimeError(f"the review desk refused a run's blind scores: {shown}")
+    reconciled = shown["reconciled"]
+    accept = rng.random() < 0.7 and reconciled["overall"] is not None
+    final = {"lane_scores": reconciled["lane_scores"], "overall": reconciled["overall"]} if accept else blind
+    note = None if accept else f"{name}: the judges' scores do not match the transcript"
+    status, sent = await post(f"/api/review/{lease}/submit", {**final, "note": note})
+    if status != 200:
+        raise RuntimeError(f"the review desk refused a run's review: {sent}")
+    run.reviews += 1
+    run.run_reviews += 1

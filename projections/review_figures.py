@@ -24,6 +24,9 @@ VERDICTS = ("pass", "fail", "unclear")
 BY_SOURCE = "Reviews against the pipeline's verdict, by source (audit: the unbiased estimate for `done`)"
 PEOPLE = "Agreement between reviewers (overlap items) and anchoring"
 THROUGHPUT_TITLE = "Reviewer throughput"
+RUNS = "Evaluation runs reviewed against their reconciled score"
+RUN_FIGURES = """SELECT count(*), count(*) FILTER (WHERE delta <> 0), avg(abs(delta)), max(abs(delta))
+FROM evaluation_reviewed_scores WHERE reconciled_overall IS NOT NULL"""
 
 FIRST_REVIEWS = """
 SELECT DISTINCT ON (r.claim_id) r.claim_id, coalesce(r.source, 'routed') AS source, r.final_verdict,
@@ -127,11 +130,28 @@ def review_sections(conn: psycopg.Connection) -> dict[str, tuple[list[str], list
                 ),
             ],  # fmt: skip
         ),
+        RUNS: (
+            ["runs reviewed", "overall score changed", "95% CI", "mean |change|", "largest |change|"],
+            [_run_row(conn)],
+        ),
         THROUGHPUT_TITLE: (
             ["reviewer", "timed reviews", "median seconds", "items per hour"],
             [(r, n, _num(m, 1), _num(h, 1)) for r, n, m, h in throughput(conn)],
         ),
     }
+
+
+def _run_row(conn: psycopg.Connection) -> tuple[Any, ...]:
+    """How often a person's accepted overall score differs from the judges' reconciled one, and by how much."""
+    row = conn.execute(RUN_FIGURES).fetchone()
+    reviewed, changed, mean, largest = row if row else (0, 0, None, None)
+    return (
+        reviewed,
+        _pct(changed / reviewed if reviewed else None),
+        _ci(*wilson(changed, reviewed)),
+        _num(None if mean is None else float(mean), 1),
+        "undefined" if largest is None else str(largest),
+    )
 
 
 def _num(value: float | None, digits: int = 3) -> str:
