@@ -147,29 +147,47 @@ def _database_url(settings: Settings) -> str:
 
 @main.command()
 @click.option("--schema", default="judgeflow", show_default=True, help="read-model schema")
+@click.option(
+    "--roles",
+    is_flag=True,
+    help="also create the least-privilege roles (owner, projector, analyst, desk) and set their grants",
+)
 @click.pass_context
-def migrate(ctx: click.Context, schema: str) -> None:
+def migrate(ctx: click.Context, schema: str, roles: bool) -> None:
     """Apply pending SQL migrations (migrations/*.sql, shipped in the package; via yoyo-migrations).
+
+    Run it as the database's administrator. With --roles (idempotent), every object then belongs to the
+    NOLOGIN role judgeflow_owner, and the login roles judgeflow_projector, judgeflow_analyst and
+    judgeflow_desk get only what their process needs; once those roles exist, every later migrate sets the
+    grants again.
 
     \b
     Example:
-      DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres judgeflow migrate
+      DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres judgeflow migrate --roles
     """
     import psycopg
 
     from projections.migrate import MigrationsNotFound
     from projections.migrate import migrate as apply
+    from projections.roles import ANALYST, DESK, OWNER, PROJECTOR
 
     url = _database_url(_settings(ctx))
     try:
-        applied = apply(url, schema)
+        applied = apply(url, schema, roles=roles)
     except MigrationsNotFound as exc:
         raise click.ClickException(str(exc)) from None
     except psycopg.OperationalError as exc:
         raise click.ClickException(f"cannot reach Postgres: {str(exc).strip().splitlines()[0]}") from None
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise click.ClickException(f"{str(exc).strip().splitlines()[0]}: run judgeflow migrate as the "
+                                   "database's administrator") from None  # fmt: skip
     click.echo(
         f"applied {len(applied)} migration(s) to schema {schema}" + (": " + ", ".join(applied) if applied else "")
     )
+    if roles:
+        click.echo(f"schema {schema} and every object in it belong to {OWNER} (NOLOGIN); connect each process "
+                   f"as its own role: the projector as {PROJECTOR}, the dashboard and report as {ANALYST}, the "
+                   f"review desk as {DESK}")  # fmt: skip
 
 
 @main.command()
@@ -187,11 +205,14 @@ def projector(ctx: click.Context, schema: str) -> None:
     import os
     import signal as sig
 
+    import psycopg
+
     from judgeflow.allocator import pin_mmap_threshold
     from judgeflow.health import serve_health_from_env
     from judgeflow.metrics import ProjectorMetrics, bind_health
     from judgeflow.quiet_logs import quiet_repeats
     from projections.migrate import migrate as apply
+    from projections.migrate import pending
     from projections.projector import Projector, ProjectorOutage, ProjectorStalled
     from streams.outage import BROKER, POSTGRES, Reachability
     from streams.topics import TopicNames
@@ -201,7 +222,13 @@ def projector(ctx: click.Context, schema: str) -> None:
     quiet_repeats(settings.log_repeat_seconds)
     pin_mmap_threshold(settings.malloc_mmap_threshold)
     url = _database_url(settings)
-    apply(url, schema)
+    if pending(url, schema) != []:  # a least-privilege role cannot migrate, and need not when nothing is due
+        try:
+            apply(url, schema)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise click.ClickException(f"schema {schema} has migrations pending and this role cannot apply them "
+                                       f"({str(exc).strip().splitlines()[0]}): run judgeflow migrate as the "
+                                       "database's administrator") from None  # fmt: skip
     proj = Projector(
         settings.kafka_bootstrap_servers,
         url,

@@ -102,7 +102,7 @@ def evaluation_run_cells(run: dict[str, Any]) -> tuple[str, ...]:
 
 
 READ_MODELS = (
-    "raw_events",
+    "event_throughput",
     "checks",
     "claim_checks",
     "dead_letters_by_code",
@@ -210,10 +210,7 @@ def summary(conn: psycopg.Connection) -> dict[str, Any]:
     )
     throughput = [
         (ts.isoformat(), n)
-        for ts, n in conn.execute(
-            "SELECT date_bin('10 seconds', received_at, TIMESTAMPTZ 'epoch') AS slot, count(*) FROM raw_events "
-            "GROUP BY 1 ORDER BY 1 DESC LIMIT 90"
-        ).fetchall()
+        for ts, n in conn.execute("SELECT slot, events FROM event_throughput ORDER BY slot DESC LIMIT 90").fetchall()
     ][::-1]
     dead = conn.execute("SELECT code, events FROM dead_letters_by_code").fetchall()
     drift = {j: (float(cr), float(mc), n) for j, cr, mc, n in conn.execute("SELECT * FROM judge_drift")}

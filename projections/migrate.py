@@ -26,6 +26,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from projections.roles import apply_roles, owner_exists
+
 MIGRATIONS: Traversable = files("projections") / "migrations"
 DEFAULT_SCHEMA = "judgeflow"
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -73,11 +75,31 @@ def migration_files(root: Traversable = MIGRATIONS) -> list[str]:
     return names
 
 
-def migrate(database_url: str, schema: str = DEFAULT_SCHEMA, migrations: Traversable = MIGRATIONS) -> list[str]:
+def pending(database_url: str, schema: str = DEFAULT_SCHEMA, migrations: Traversable = MIGRATIONS) -> list[str] | None:
+    """The migrations `schema` still lacks, read without writing anything (a least-privilege role can ask);
+    None when the schema, or yoyo's table in it, does not exist or cannot be read."""
+    check_schema_name(schema)
+    ids = [name.removesuffix(".sql") for name in migration_files(migrations)]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        try:
+            rows = conn.execute(
+                sql.SQL("SELECT migration_id FROM {}._yoyo_migration").format(sql.Identifier(schema))
+            ).fetchall()
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName, psycopg.errors.InsufficientPrivilege):
+            return None
+    applied = {row[0] for row in rows}
+    return [i for i in ids if i not in applied]
+
+
+def migrate(
+    database_url: str, schema: str = DEFAULT_SCHEMA, migrations: Traversable = MIGRATIONS, *, roles: bool = False
+) -> list[str]:
     """Create `schema` if needed and apply pending migrations; return their ids.
 
     Checks the migrations exist before touching the database, so a broken
     install fails with MigrationsNotFound instead of reporting zero applied.
+    With `roles`, or once the least-privilege roles exist (`projections.roles`), every object is then handed
+    to their owner and the grants are set again, so a new table is never left to the administrator.
     """
     from yoyo import get_backend, read_migrations
 
@@ -94,9 +116,12 @@ def migrate(database_url: str, schema: str = DEFAULT_SCHEMA, migrations: Travers
         if not found:
             raise MigrationsNotFound(f"yoyo read no migrations from {folder}")
         with backend.lock():
-            pending = backend.to_apply(found)
-            backend.apply_migrations(pending)
-    return [m.id for m in pending]
+            todo = backend.to_apply(found)
+            backend.apply_migrations(todo)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        if roles or owner_exists(conn):
+            apply_roles(conn, schema)
+    return [m.id for m in todo]
 
 
 def connect(database_url: str, schema: str = DEFAULT_SCHEMA, **kwargs: object) -> psycopg.Connection:
