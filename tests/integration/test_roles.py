@@ -11,10 +11,10 @@ import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from judgeflow import workload
 from judgeflow.dashboard import find_problem, summary
@@ -31,7 +31,10 @@ DENIED = psycopg.errors.InsufficientPrivilege
 
 
 def as_role(database_url: str, role: str) -> str:
-    return make_conninfo(database_url, user=role)
+    """The same server and database as `role` (a URL, as DATABASE_URL must be; the test server trusts it)."""
+    parts = urlsplit(database_url)
+    host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
 
 
 def can_create_roles(database_url: str) -> bool:
