@@ -488,17 +488,33 @@ def dashboard(ctx: click.Context, schema: str, host: str | None, port: int) -> N
     multiple=True,
     help="address of an authenticating proxy whose X-Forwarded-User names the reviewer (repeatable)",
 )
+@click.option(
+    "--users",
+    "users_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="sign reviewers in with this users file (judgeflow users add); the reviewer is the signed-in user",
+)
+@click.option("--cookie-secure", is_flag=True, help="mark the session cookie Secure (a TLS proxy is in front)")
 @click.option("--schema", default="judgeflow", show_default=True, help="read-model schema")
 @click.option("--host", default=None, help="bind address (default JUDGEFLOW_WEB_HOST, 127.0.0.1)")
 @click.option("--port", type=int, default=8060, show_default=True)
 @click.pass_context
 def review(
-    ctx: click.Context, as_name: str | None, proxies: tuple[str, ...], schema: str, host: str | None, port: int
+    ctx: click.Context,
+    as_name: str | None,
+    proxies: tuple[str, ...],
+    users_file: Path | None,
+    cookie_secure: bool,
+    schema: str,
+    host: str | None,
+    port: int,
 ) -> None:
     """Serve the review desk: the queue of claims routed to people, blind first, one item at a time.
 
     A review is published to `reviews` (acks=all); the projector makes it a row. On a loopback bind
-    `--as NAME` names the reviewer; any other bind needs an authenticating proxy (`--trusted-proxy`).
+    `--as NAME` names the reviewer; any other bind needs sign-in (`--users FILE`) or an authenticating
+    proxy (`--trusted-proxy`).
 
     \b
     Example:
@@ -508,19 +524,55 @@ def review(
 
     from judgeflow.desk.reviewer import ReviewerIdentity, check_name
     from judgeflow.desk.serve import desk_app
+    from judgeflow.web_auth import SignIn, load_users
     from projections.migrate import check_schema_name
 
     settings = _settings(ctx)
     bind = host or settings.web_host
     try:
-        who = ReviewerIdentity(check_name(as_name) if as_name is not None else None, frozenset(proxies))
+        if users_file is not None and (as_name is not None or proxies):
+            raise ValueError("--users signs reviewers in: it goes without --as and --trusted-proxy")
+        sign_in = SignIn(load_users(users_file), cookie_secure) if users_file is not None else None
+        fixed = check_name(as_name) if as_name is not None else None
+        who = ReviewerIdentity(fixed, frozenset(proxies), signed_in=sign_in is not None)
         who.check_bind(bind)
         check_schema_name(schema)  # before anything connects
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    app = desk_app(settings, _database_url(settings), schema, who)
+    app = desk_app(settings, _database_url(settings), schema, who, sign_in)
     click.echo(f"review desk on http://{bind}:{port}/ (schema {schema})")
     web.run_app(app, host=bind, port=port, print=None)
+
+
+@main.group()
+def users() -> None:
+    """The users file that the pages' sign-in reads (`judgeflow review --users FILE`)."""
+
+
+@users.command("add")
+@click.argument("name")
+@click.option("--file", "path", type=click.Path(dir_okay=False, path_type=Path), required=True, help="users file")
+@click.option("--password-stdin", is_flag=True, help="read the password from standard input (one line)")
+def users_add(name: str, path: Path, password_stdin: bool) -> None:
+    """Add NAME to the users file, or give it a new password (argon2id hash; the file is kept mode 600).
+
+    \b
+    Example:
+      judgeflow users add ana --file reviewers.txt
+    """
+    import sys
+
+    from judgeflow.web_auth import add_user
+
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
+    try:
+        add_user(path, name, password)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"{name} can sign in with the users file {path}")
 
 
 ROLE_BY_TOPIC = {

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from judgeflow.desk.leases import DeskError, LeaseStore
 from judgeflow.desk.page import PAGE
 from judgeflow.desk.reviewer import USER_HEADER, ReviewerIdentity
+from judgeflow.web_auth import SignIn
 
 log = logging.getLogger("judgeflow.desk")
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
@@ -84,12 +85,14 @@ class DeskMetrics:
         return generate_latest(self.registry)
 
 
-def make_desk_app(store: LeaseStore, publish: Publish, who: ReviewerIdentity) -> web.Application:
-    """The desk: the page, the JSON API and /metrics over one `LeaseStore`."""
+def make_desk_app(
+    store: LeaseStore, publish: Publish, who: ReviewerIdentity, sign_in: SignIn | None = None
+) -> web.Application:
+    """The desk: the page, the JSON API and /metrics over one `LeaseStore` (behind `sign_in`, when given)."""
     metrics = DeskMetrics(store)
 
     def reviewer(request: web.Request) -> str:
-        return who.of(request.remote, request.headers.get(USER_HEADER))
+        return who.of(request.remote, request.headers.get(USER_HEADER), request.get("user"))
 
     async def body(request: web.Request) -> dict[str, Any]:
         if not request.can_read_body:
@@ -134,6 +137,10 @@ def make_desk_app(store: LeaseStore, publish: Publish, who: ReviewerIdentity) ->
         reviewer(request)
         return web.Response(text=PAGE, content_type="text/html")
 
+    async def session(request: web.Request) -> web.Response:
+        """Who the desk takes the requests of this browser for (with sign-in, `web_auth` answers instead)."""
+        return web.json_response({"user": reviewer(request), "csrf": None})
+
     async def scrape(_: web.Request) -> web.Response:
         return web.Response(body=await metrics.render(), content_type="text/plain")
 
@@ -145,7 +152,8 @@ def make_desk_app(store: LeaseStore, publish: Publish, who: ReviewerIdentity) ->
         except DeskError as err:
             return web.json_response({"code": err.code, "message": err.message}, status=err.status)
 
-    app = web.Application(middlewares=[refusals])
+    app = web.Application(middlewares=[sign_in.middleware(), refusals] if sign_in else [refusals])
+    app.router.add_get("/api/session", session)
     app.router.add_get("/", page)
     app.router.add_post("/api/review/next", next_item)
     app.router.add_post("/api/review/{lease}/blind", blind)

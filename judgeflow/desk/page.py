@@ -33,7 +33,8 @@ textarea{width:100%;min-height:3.5rem;font:inherit} [hidden]{display:none!import
 <header><h1>Review desk</h1>
 <span>reviewer <b id="reviewer">-</b></span><span>reviewed today <b id="today">-</b></span>
 <span>queue <b id="depth">-</b></span><span>oldest <b id="oldest">-</b></span>
-<span>to empty <b id="to-empty">-</b></span><span class="muted">? for keys</span></header>
+<span>to empty <b id="to-empty">-</b></span><span class="muted">? for keys</span>
+<button id="sign-out" hidden>Sign out</button></header>
 <main>
 <div id="empty" hidden><section><p>The queue is empty. This page checks again every 10 s.</p></section></div>
 <div id="item" hidden>
@@ -76,9 +77,11 @@ const $ = (id) => document.getElementById(id);
 let lease = null, phase = "none", choice = null, decided = null, renewer = null, busy = false, kind = "claim";
 let reconciled = null;
 
+let csrf = null;
 async function call(method, path, body) {
-  const r = await fetch(path, {method, headers: {"Content-Type": "application/json"},
-                               body: body === undefined ? undefined : JSON.stringify(body)});
+  const headers = {"Content-Type": "application/json"};
+  if (csrf) headers["X-CSRF-Token"] = csrf;
+  const r = await fetch(path, {method, headers, body: body === undefined ? undefined : JSON.stringify(body)});
   if (r.status === 204) return null;
   const doc = await r.json().catch(() => ({code: "HTTP_" + r.status, message: r.statusText}));
   if (!r.ok) throw doc;
@@ -248,6 +251,15 @@ document.addEventListener("keydown", (e) => {
   else if (e.key === "s") { e.preventDefault(); skip(); }
   else if (e.key === "?") { $("help").hidden = !$("help").hidden; }
 });
-next();
+async function signOut() {
+  try { await call("POST", "/logout"); } catch (e) {}
+  location.href = "/login";
+}
+$("sign-out").addEventListener("click", signOut);
+(async () => {
+  try { const s = await call("GET", "/api/session"); csrf = s.csrf; $("sign-out").hidden = !csrf; }
+  catch (e) { say(e.message || "not signed in", "error"); }
+  next();
+})();
 </script></body></html>
 """

@@ -11,6 +11,7 @@ from judgeflow.config import Settings
 from judgeflow.desk.api import ReviewPublisher, make_desk_app
 from judgeflow.desk.leases import LeaseStore
 from judgeflow.desk.reviewer import ReviewerIdentity
+from judgeflow.web_auth import SignIn
 
 POOL_SIZE = 8
 
@@ -26,12 +27,14 @@ def desk_pool(database_url: str, schema: str, size: int = POOL_SIZE) -> AsyncCon
     )
 
 
-def desk_app(settings: Settings, database_url: str, schema: str, who: ReviewerIdentity) -> web.Application:
+def desk_app(
+    settings: Settings, database_url: str, schema: str, who: ReviewerIdentity, sign_in: SignIn | None = None
+) -> web.Application:
     pool = desk_pool(database_url, schema)
     publish = ReviewPublisher(
         settings.kafka_bootstrap_servers, settings.topic_prefix, settings.kafka_security.aiokafka_kwargs()
     )
-    app = make_desk_app(LeaseStore(pool, settings.review_lease_seconds), publish, who)
+    app = make_desk_app(LeaseStore(pool, settings.review_lease_seconds), publish, who, sign_in)
 
     async def lifetime(_: web.Application) -> AsyncIterator[None]:
         await pool.open(wait=False)
