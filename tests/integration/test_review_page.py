@@ -9,10 +9,12 @@ import json
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 from judgeflow import workload
+from judgeflow.web_auth import add_user
 from tests.conftest import ARTIFACTS as ARTIFACT_PATHS
 from tests.integration.test_dashboard import ARTIFACTS, BROWSER_ARGS, CHROMIUM
 from tests.scaffold import Pipeline
@@ -139,3 +141,44 @@ def test_a_reviewer_scores_a_run_blind_then_sees_the_judges_scores(pipeline: Pip
                    "AND notes IS NOT NULL AND source = 'routed'"  # fmt: skip
         p.wait_projected(None, 60, "ana's run review in Postgres", also=lambda: p.count(reviewed) == 1)
         assert p.count("SELECT count(*) FROM run_review_items WHERE open") == 0
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_a_reviewer_signs_in_at_the_desk_and_reviews_as_herself(pipeline: Pipeline, tmp_path: Path) -> None:
+    """`judgeflow review --users FILE`: the page sends a browser without a session to the sign-in form; a wrong
+    password stays there with a message; the right one opens the desk, whose review is recorded as hers."""
+    from playwright.sync_api import expect, sync_playwright
+
+    p = pipeline
+    users = tmp_path / "reviewers.txt"
+    add_user(users, "ana", "a long reviewer password")
+    env = {"DATABASE_URL": p.database_url, "KAFKA_BOOTSTRAP_SERVERS": p.bootstrap, "JUDGEFLOW_TOPIC_PREFIX": p.prefix}
+    with p.worker(), p.projector(JUDGEFLOW_REVIEW_OVERLAP="0"):
+        [claim, *_] = routed_claims(p)
+        p.wait_projected(None, 120, "3 review items",
+                         also=lambda: p.count("SELECT count(*) FROM review_items WHERE open") == 3)  # fmt: skip
+        command = ["review", "--users", str(users), "--schema", p.schema]
+        with judgeflow_server(command, env, "the review desk") as base, sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+            page = browser.new_context().new_page()
+            page.goto(base)
+            expect(page).to_have_url(base.rstrip("/") + "/login")
+            page.fill("input[name=user]", "ana")
+            page.fill("input[name=password]", "not her password")
+            page.click("button[type=submit]")
+            expect(page.locator("#message")).to_contain_text("Wrong name or password")
+            page.fill("input[name=user]", "ana")
+            page.fill("input[name=password]", "a long reviewer password")
+            page.click("button[type=submit]")
+            expect(page.locator("#claim-id")).to_have_text(claim)
+            expect(page.locator("#reviewer")).to_have_text("ana")
+            page.keyboard.press("f")  # blind: fail, the judge's verdict too
+            expect(page.locator("#verdicts")).to_be_visible()
+            page.keyboard.press("Enter")
+            expect(page.locator("#message")).to_contain_text("recorded")
+            page.click("#sign-out")
+            expect(page).to_have_url(base.rstrip("/") + "/login")
+            browser.close()
+        p.wait_projected(None, 60, "ana's review", also=lambda: p.count("SELECT count(*) FROM reviews") == 1)
+        with p.connect() as conn:
+            assert conn.execute("SELECT reviewer, claim_id FROM reviews").fetchall() == [("ana", claim)]
