@@ -184,8 +184,11 @@ class SignIn:
         return signed_in
 
     async def _login_page(self, request: web.Request, message: str = "", status: int = 200) -> web.Response:
-        token = secrets.token_urlsafe(32)
-        body = LOGIN_PAGE.format(csrf=token, message=html.escape(message))
+        # The browser's own token while it has one: a second load (another tab, the favicon redirected here)
+        # must not invalidate the form already shown.
+        held = request.cookies.get(LOGIN_COOKIE, "")
+        token = held if len(held) >= 32 else secrets.token_urlsafe(32)
+        body = LOGIN_PAGE.format(csrf=html.escape(token), message=html.escape(message))
         response = web.Response(text=body, content_type="text/html", status=status)
         response.set_cookie(LOGIN_COOKIE, token, httponly=True, samesite="Strict", secure=self._secure(request))
         return response
