@@ -174,9 +174,31 @@ def _coerce(name: str, kind: Any, raw: Any) -> Any:
     return raw if raw is None else str(raw)
 
 
+SECRETS = ("DATABASE_URL", "KAFKA_SASL_PASSWORD")
+"""Settings that may also come from a file named by `<NAME>_FILE` (a container's mounted secret)."""
+
+
+def _with_secret_files(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with each `<SECRET>_FILE` read into `<SECRET>` (the file's text without its final newline). Both
+    set is an error; an unreadable file is named, its content never shown."""
+    out = dict(env)
+    for name in SECRETS:
+        path = env.get(name + "_FILE")
+        if not path:
+            continue
+        if env.get(name):
+            raise ConfigError(f"{name} and {name}_FILE are both set: keep one")
+        try:
+            out[name] = Path(path).read_text(encoding="utf-8").rstrip("\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{name}_FILE={path}: {getattr(exc, 'strerror', None) or 'not readable text'}") from None
+    return out
+
+
 def load_settings(env: Mapping[str, str] | None = None, config_file: Path | None = None) -> Settings:
-    """Settings from a TOML file (optional; `JUDGEFLOW_CONFIG`) overlaid by the environment."""
-    env = os.environ if env is None else env
+    """Settings from a TOML file (optional; `JUDGEFLOW_CONFIG`) overlaid by the environment (secrets also
+    from `<NAME>_FILE`)."""
+    env = _with_secret_files(os.environ if env is None else env)
     values: dict[str, Any] = {}
     security: dict[str, Any] = {}
     path = config_file or (Path(env["JUDGEFLOW_CONFIG"]) if env.get("JUDGEFLOW_CONFIG") else None)

@@ -120,6 +120,41 @@ def test_secrets_stay_out_of_logs_and_errors() -> None:
         assert secret not in done.stdout + done.stderr, args
 
 
+def test_secrets_from_files_and_the_new_secrets_stay_out_of_logs_and_errors(tmp_path: Path) -> None:
+    """The same with the secrets in files (`*_FILE`), the roles' passwords (`migrate --roles`), a users file
+    made from standard input, and the desk's sign-in failing: no secret in any output."""
+    secret = "hunter3-do-not-log-either"
+    port = free_port()
+    url, password = tmp_path / "database_url", tmp_path / "sasl_password"
+    url.write_text(f"postgresql://judge:{secret}@127.0.0.1:{port}/db\n")
+    password.write_text(secret + "\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}",
+        "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "KAFKA_SASL_MECHANISM": "PLAIN",
+        "KAFKA_SASL_USERNAME": "judge",
+        "KAFKA_SASL_PASSWORD_FILE": str(password),
+        "DATABASE_URL_FILE": str(url),
+        "JUDGEFLOW_PROJECTOR_PASSWORD": secret,
+        "JUDGEFLOW_DESK_PASSWORD_FILE": str(password),
+    }
+    users = tmp_path / "users.txt"
+    runs: list[tuple[list[str], str | None]] = [
+        (["worker"], None),
+        (["migrate", "--roles"], None),
+        (["report"], None),
+        (["users", "add", "ana", "--file", str(users), "--password-stdin"], secret + "\n"),
+        (["review", "--users", str(users), "--as", "ana"], None),  # refused: the options conflict
+    ]
+    for args, given in runs:
+        done = subprocess.run([sys.executable, "-m", "judgeflow.cli", *args], capture_output=True, text=True,
+                              env=env, cwd=REPO, timeout=120, input=given)  # fmt: skip
+        assert secret not in done.stdout + done.stderr, args
+        assert (done.returncode == 0) == (args[0] == "users"), (args, done.stderr)
+    assert secret not in users.read_text() and users.read_text().startswith("ana:$argon2id$")
+
+
 @pytest.mark.integration
 def test_postgres_tls_settings_pass_through_database_url(database_url: str) -> None:
     """libpq's TLS parameters in DATABASE_URL reach the connection: asking the

@@ -52,3 +52,22 @@ def test_the_poll_limit_reaches_fausts_consumer(tmp_path: Path, value: str | Non
     env = {"JUDGEFLOW_DATA_DIR": str(tmp_path)} | ({"JUDGEFLOW_POLL_RECORDS": value} if value else {})
     app = build_app(worker_options(load_settings(env)))
     assert app.conf.broker_max_poll_records == faust
+
+
+def test_secrets_come_from_files_too(tmp_path: Path) -> None:
+    url, password = tmp_path / "url", tmp_path / "password"
+    url.write_text("postgresql://judge:s3cret@db:5432/judgeflow\n")
+    password.write_text("kafka-s3cret\n")
+    settings = load_settings({"DATABASE_URL_FILE": str(url), "KAFKA_SASL_PASSWORD_FILE": str(password)})
+    assert settings.database_url == "postgresql://judge:s3cret@db:5432/judgeflow"
+    assert settings.kafka_security.sasl_password == "kafka-s3cret"
+
+
+def test_a_secret_set_twice_or_a_missing_secret_file_is_one_line_without_the_secret(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("kafka-s3cret")
+    with pytest.raises(ConfigError, match="both set"):
+        load_settings({"KAFKA_SASL_PASSWORD": "x", "KAFKA_SASL_PASSWORD_FILE": str(secret)})
+    with pytest.raises(ConfigError, match="No such file") as missing:
+        load_settings({"DATABASE_URL_FILE": str(tmp_path / "absent")})
+    assert "s3cret" not in str(missing.value)
