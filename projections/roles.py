@@ -56,10 +56,18 @@ class RolesApplied:
     objects_owned: int
 
 
+PASSWORD_ENV = {
+    PROJECTOR: "JUDGEFLOW_PROJECTOR_PASSWORD",
+    ANALYST: "JUDGEFLOW_ANALYST_PASSWORD",
+    DESK: "JUDGEFLOW_DESK_PASSWORD",
+}
+"""Where each login role's password comes from (or from the file `<NAME>_FILE` names)."""
+
+
 def password_for(role: str) -> str | None:
-    """`JUDGEFLOW_PROJECTOR_PASSWORD` (or `_FILE`, whose content without the final newline) for
-    `judgeflow_projector`, and so on; None when neither is set."""
-    name = "JUDGEFLOW_" + role.removeprefix("judgeflow_").upper() + "_PASSWORD"
+    """The role's password from its variable, or from the file `<variable>_FILE` names (without the final
+    newline); None when neither is set."""
+    name = PASSWORD_ENV[role]
     path = os.environ.get(name + "_FILE")
     if path:
         with open(path, encoding="utf-8") as f:
