@@ -174,24 +174,24 @@ def _coerce(name: str, kind: Any, raw: Any) -> Any:
     return raw if raw is None else str(raw)
 
 
-SECRETS = ("DATABASE_URL", "KAFKA_SASL_PASSWORD")
-"""Settings that may also come from a file named by `<NAME>_FILE` (a container's mounted secret)."""
+SECRET_FILES = {"DATABASE_URL": "DATABASE_URL_FILE", "KAFKA_SASL_PASSWORD": "KAFKA_SASL_PASSWORD_FILE"}
+"""Settings that may also come from a file (a container's mounted secret), and the variable naming it."""
 
 
 def _with_secret_files(env: Mapping[str, str]) -> dict[str, str]:
     """`env` with each `<SECRET>_FILE` read into `<SECRET>` (the file's text without its final newline). Both
     set is an error; an unreadable file is named, its content never shown."""
     out = dict(env)
-    for name in SECRETS:
-        path = env.get(name + "_FILE")
+    for name, file_var in SECRET_FILES.items():
+        path = env.get(file_var)
         if not path:
             continue
         if env.get(name):
-            raise ConfigError(f"{name} and {name}_FILE are both set: keep one")
+            raise ConfigError(f"{name} and {file_var} are both set: keep one")
         try:
             out[name] = Path(path).read_text(encoding="utf-8").rstrip("\n")
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{name}_FILE={path}: {getattr(exc, 'strerror', None) or 'not readable text'}") from None
+            raise ConfigError(f"{file_var}={path}: {getattr(exc, 'strerror', None) or 'not readable text'}") from None
     return out
 
 
