@@ -18,7 +18,7 @@ from judgeflow.web_auth import add_user
 from tests.conftest import ARTIFACTS as ARTIFACT_PATHS
 from tests.integration.test_dashboard import ARTIFACTS, BROWSER_ARGS, CHROMIUM
 from tests.scaffold import Pipeline
-from tests.support import judgeflow_server
+from tests.support import judgeflow_server, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -182,3 +182,33 @@ def test_a_reviewer_signs_in_at_the_desk_and_reviews_as_herself(pipeline: Pipeli
         p.wait_projected(None, 60, "ana's review", also=lambda: p.count("SELECT count(*) FROM reviews") == 1)
         with p.connect() as conn:
             assert conn.execute("SELECT reviewer, claim_id FROM reviews").fetchall() == [("ana", claim)]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_an_expired_lease_returns_its_item_and_its_page_says_so(pipeline: Pipeline) -> None:
+    """cy opens an item on a desk whose leases last 2 s and walks away; the item goes to dan; cy's choice,
+    made late, is refused with LEASE_EXPIRED on her page."""
+    from playwright.sync_api import expect, sync_playwright
+
+    p = pipeline
+    env = {"DATABASE_URL": p.database_url, "KAFKA_BOOTSTRAP_SERVERS": p.bootstrap, "JUDGEFLOW_TOPIC_PREFIX": p.prefix}
+    with p.worker(), p.projector(JUDGEFLOW_REVIEW_OVERLAP="0"):
+        [first, *_] = routed_claims(p)
+        p.wait_projected(None, 120, "3 review items",
+                         also=lambda: p.count("SELECT count(*) FROM review_items WHERE open") == 3)  # fmt: skip
+        short = ["review", "--as", "cy", "--schema", p.schema]
+        with judgeflow_server(short, {**env, "JUDGEFLOW_REVIEW_LEASE_SECONDS": "2"}, "cy's desk") as cy_desk, \
+                review_desk(p, "dan") as dan_desk, sync_playwright() as pw:  # fmt: skip
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+            cy = browser.new_context().new_page()
+            cy.goto(cy_desk)
+            expect(cy.locator("#claim-id")).to_have_text(first)
+            expired = "SELECT count(*) FROM review_leases WHERE reviewer = 'cy' AND expires_at < now()"
+            wait_for(lambda: p.count(expired) == 1, 30, "cy's lease to run out")
+            dan = browser.new_context().new_page()
+            dan.goto(dan_desk)
+            expect(dan.locator("#claim-id")).to_have_text(first)  # the expired lease returned the item
+            cy.keyboard.press("p")
+            expect(cy.locator("#message")).to_contain_text("LEASE_EXPIRED")
+            expect(cy.locator("#verdicts")).to_be_hidden()
+            browser.close()
