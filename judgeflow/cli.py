@@ -458,9 +458,33 @@ def calibrate(
 @click.option("--schema", default="judgeflow", show_default=True, help="read-model schema")
 @click.option("--host", default=None, help="bind address (default JUDGEFLOW_WEB_HOST, 127.0.0.1)")
 @click.option("--port", type=int, default=8050, show_default=True)
+@click.option(
+    "--users",
+    "users_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="sign analysts in with this users file (judgeflow users add)",
+)
+@click.option(
+    "--trusted-proxy",
+    "proxies",
+    multiple=True,
+    help="serve only requests from this authenticating proxy that name a user in X-Forwarded-User (repeatable)",
+)
+@click.option("--cookie-secure", is_flag=True, help="mark the session cookie Secure (a TLS proxy is in front)")
 @click.pass_context
-def dashboard(ctx: click.Context, schema: str, host: str | None, port: int) -> None:
+def dashboard(
+    ctx: click.Context,
+    schema: str,
+    host: str | None,
+    port: int,
+    users_file: Path | None,
+    proxies: tuple[str, ...],
+    cookie_secure: bool,
+) -> None:
     """Serve the read-only analyst dashboard (charts refresh live from Postgres).
+
+    Without --users or --trusted-proxy it binds to loopback only: any other address refuses to start.
 
     \b
     Example:
@@ -469,11 +493,16 @@ def dashboard(ctx: click.Context, schema: str, host: str | None, port: int) -> N
     from aiohttp import web
 
     from judgeflow.dashboard import make_app
+    from judgeflow.web_auth import page_guard
 
     settings = _settings(ctx)
     bind = host or settings.web_host
     try:
-        app = make_app(_database_url(settings), schema)
+        guard = page_guard(bind, users_file, proxies, cookie_secure)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        app = make_app(_database_url(settings), schema, guard)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"dashboard on http://{bind}:{port}/ (schema {schema})")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -643,8 +644,9 @@ refresh(); setInterval(refresh, {refresh} * 1000);
 </script></body></html>"""
 
 
-def make_app(database_url: str, schema: str) -> Any:
-    """The read-only aiohttp app: GET / (page), /api/summary (JSON), /static/plotly.min.js, /calibration.
+def make_app(database_url: str, schema: str, middlewares: Sequence[Any] = ()) -> Any:
+    """The read-only aiohttp app: GET / (page), /api/summary (JSON), /static/plotly.min.js, /calibration;
+    `middlewares` decide who may read it (`judgeflow.web_auth.page_guard`).
 
     Without the read models (no schema, an old one) or without Postgres, /api/summary answers 503
     with what is missing and the commands that fix it, and the page shows them (and keeps checking)."""
@@ -708,7 +710,7 @@ def make_app(database_url: str, schema: str) -> Any:
     async def js(_: web.Request) -> web.Response:
         return web.Response(text=plotly_js, content_type="application/javascript")
 
-    app = web.Application()
+    app = web.Application(middlewares=list(middlewares))
     app.router.add_get("/", index)
     app.router.add_get("/api/summary", api)
     app.router.add_get("/static/plotly.min.js", js)

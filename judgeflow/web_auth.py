@@ -15,6 +15,7 @@ a CSRF token on every POST, and failed logins limited.
 from __future__ import annotations
 
 import html
+import ipaddress
 import os
 import secrets
 import stat
@@ -39,6 +40,7 @@ FAILURE_WINDOW_SECONDS = 15 * 60
 OPEN_PATHS = frozenset({"/login", "/metrics"})
 """Served without a session: the sign-in itself, and the Prometheus scrape (counts only, read-only)."""
 
+USER_HEADER = "X-Forwarded-User"
 _HASHER = PasswordHasher()
 _DUMMY = _HASHER.hash(secrets.token_urlsafe(16))
 """Verified against for an unknown name, so that a wrong name takes as long as a wrong password."""
@@ -235,3 +237,48 @@ label{{display:block;margin:.6rem 0}} input{{width:100%;font:inherit;padding:.3r
 <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
 <button type="submit">Sign in</button></form></body></html>
 """
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def trusted_proxy(proxies: frozenset[str]) -> Any:
+    """A middleware that serves only requests from the listed proxy addresses naming a user in
+    `X-Forwarded-User` (as oauth2-proxy does); anything else gets 401 NOT_SIGNED_IN."""
+
+    @web.middleware
+    async def from_proxy(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path not in OPEN_PATHS:
+            user = (request.headers.get(USER_HEADER) or "").strip()
+            if request.remote not in proxies or not user:
+                return web.json_response(
+                    {"code": "NOT_SIGNED_IN", "message": "served only through the authenticating proxy"}, status=401
+                )
+            request["user"] = user
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    return from_proxy
+
+
+def page_guard(host: str, users: Path | None, proxies: tuple[str, ...], cookie_secure: bool = False) -> list[Any]:
+    """The middlewares that make a page server know who its users are: sign-in with a users file, or a
+    trusted proxy; none only on a loopback bind. Raises ValueError (one line) for any other bind."""
+    if users is not None and proxies:
+        raise ValueError("--users or --trusted-proxy, not both")
+    if users is not None:
+        return [SignIn(load_users(users), cookie_secure).middleware()]
+    if proxies:
+        return [trusted_proxy(frozenset(proxies))]
+    if not is_loopback(host):
+        raise ValueError(
+            f"refusing to serve on {host} without authentication: bind to 127.0.0.1, sign users in with "
+            "--users FILE, or put it behind an authenticating proxy named with --trusted-proxy"
+        )
+    return []

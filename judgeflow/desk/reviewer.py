@@ -11,22 +11,14 @@ Any other bind refuses to start without the proxy mode or sign-in.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from judgeflow.desk.errors import DeskError
+from judgeflow.web_auth import USER_HEADER, is_loopback
 
-USER_HEADER = "X-Forwarded-User"
+__all__ = ["USER_HEADER", "ReviewerIdentity", "check_name", "is_loopback"]
+
 MAX_NAME = 200
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_name(name: str) -> str:

@@ -138,3 +138,40 @@ def test_the_desk_refuses_to_start_without_a_safe_way_to_know_the_reviewer(
         env={"PATH": "/usr/bin:/bin", "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"},
     )
     assert done.returncode == 2 and refusal in done.stderr, done.stderr
+
+
+def test_the_dashboard_serves_only_signed_in_analysts_or_its_proxy(pipeline: Pipeline, tmp_path: Path) -> None:
+    """`judgeflow dashboard --users FILE` and `--trusted-proxy`: no session, no data; and a public bind without
+    either refuses to start."""
+    from tests.support import judgeflow_server
+
+    p = pipeline
+    users = tmp_path / "analysts.txt"
+    add_user(users, "ana", PASSWORD)
+    env = {"DATABASE_URL": p.database_url}
+    signed = ["dashboard", "--schema", p.schema, "--users", str(users)]
+    proxied = ["dashboard", "--schema", p.schema, "--trusted-proxy", "127.0.0.1"]
+    with judgeflow_server(signed, env, "the dashboard") as base, judgeflow_server(proxied, env, "its twin") as twin:
+
+        async def run() -> None:
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+                async with http.get(f"{base}/", allow_redirects=False) as r:
+                    assert (r.status, r.headers["Location"]) == (302, "/login")
+                async with http.get(f"{base}/api/summary") as r:
+                    assert (r.status, (await r.json())["code"]) == (401, "NOT_SIGNED_IN")
+                assert (await sign_in(http, base, "ana", "wrong password, twelve+"))[0] == 401
+                assert (await sign_in(http, base, "ana", PASSWORD))[0] == 302
+                async with http.get(f"{base}/api/summary") as r:
+                    assert r.status == 200 and "figures" in await r.json()
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"{twin}/api/summary") as r:  # from the proxy's address, but naming nobody
+                    assert r.status == 401
+                async with http.get(f"{twin}/api/summary", headers={USER_HEADER: "ana"}) as r:
+                    assert r.status == 200
+
+        asyncio.run(run())
+    done = subprocess.run(
+        [sys.executable, "-m", "judgeflow.cli", "dashboard", "--host", "0.0.0.0", "--port", str(free_port())],
+        cwd=REPO, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", **env},
+    )  # fmt: skip
+    assert done.returncode == 2 and "without authentication" in done.stderr, done.stderr
