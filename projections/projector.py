@@ -196,7 +196,6 @@ class Projector:
         self.schema = check_schema_name(schema)
         self.consumer_name = consumer_name
         self.group_id = group_id
-        self.max_records = max_records
         self.client = client or {}
         self.topics = [getattr(names, r) for r in PROJECTED_ROLES]
         self.roles = {getattr(names, r): r for r in PROJECTED_ROLES}
@@ -206,11 +205,8 @@ class Projector:
         self.stats = ProjectorStats()
         self._stop = asyncio.Event()
         self._conn: psycopg.Connection | None = None
-        self._fault_at = int(os.environ.get(FAULT_KILL_IN_BATCH, "0") or 0)
-        self._fault_after = int(os.environ.get(FAULT_KILL_AFTER_COMMIT, "0") or 0)
         self._reaching_commit = 0
-        self.max_records = int(os.environ.get("JUDGEFLOW_PROJECTOR_BATCH", max_records))
-        self.linger_s = float(os.environ.get("JUDGEFLOW_PROJECTOR_LINGER_MS", linger_ms)) / 1000
+        self._environment_knobs(max_records, linger_ms)
         self.observer: ProjectorObserver = observer or NoObserver()
         self.watchdog = ProgressWatchdog(stall_seconds, recovery_seconds, ready_lag=ready_lag)
         self.outage = outage or Reachability(stall_seconds=stall_seconds, log=log)
@@ -222,14 +218,7 @@ class Projector:
         self.ensure_partitions = ensure_partitions
         self.ensure_replication = ensure_replication
         self.metadata_max_age_ms = metadata_max_age_ms
-        self.agreement_seconds = float(
-            os.environ.get(AGREEMENT_SECONDS)
-            or (agreement_store.DEFAULT_REFRESH_SECONDS if agreement_seconds is None else agreement_seconds)
-        )
-        self.agreement_resamples = int(
-            os.environ.get(AGREEMENT_RESAMPLES)
-            or (DEFAULT_RESAMPLES if agreement_resamples is None else agreement_resamples)
-        )
+        self._agreement_options(agreement_seconds, agreement_resamples)
         self._agreement_next = 0.0
         self._agreement_task: asyncio.Task[None] | None = None
         self._agreement_conn: psycopg.Connection | None = None
@@ -243,6 +232,24 @@ class Projector:
         self._since = time.monotonic()
         """When the records not yet fetched can have arrived at the earliest: the
         moment the last batch closed, or the consumer was last seen empty."""
+
+    def _environment_knobs(self, max_records: int, linger_ms: float) -> None:
+        """Batch size and linger (the environment overrides the arguments), and the reliability suite's
+        fault points (a SIGKILL inside, or after, the commit of a given batch)."""
+        self.max_records = int(os.environ.get("JUDGEFLOW_PROJECTOR_BATCH", max_records))
+        self.linger_s = float(os.environ.get("JUDGEFLOW_PROJECTOR_LINGER_MS", linger_ms)) / 1000
+        self._fault_at = int(os.environ.get(FAULT_KILL_IN_BATCH, "0") or 0)
+        self._fault_after = int(os.environ.get(FAULT_KILL_AFTER_COMMIT, "0") or 0)
+
+    def _agreement_options(self, seconds: float | None, resamples: int | None) -> None:
+        """How often judge agreement is refreshed, and its bootstrap's resamples (environment first)."""
+        self.agreement_seconds = float(
+            os.environ.get(AGREEMENT_SECONDS)
+            or (agreement_store.DEFAULT_REFRESH_SECONDS if seconds is None else seconds)
+        )
+        self.agreement_resamples = int(
+            os.environ.get(AGREEMENT_RESAMPLES) or (DEFAULT_RESAMPLES if resamples is None else resamples)
+        )
 
     def stop(self) -> None:
         self._stop.set()
