@@ -25,17 +25,16 @@ import orjson
 from schemas import (
     ClaimCheck,
     ContractError,
+    HumanReview,
     InvalidEvent,
     JudgeOutput,
     ReconciliationRevision,
     RoutingDecision,
     RunReview,
     StaleWorkAlert,
-    names_run,
     parse_evaluation_run,
-    parse_human_review,
+    parse_review,
     parse_rubric,
-    parse_run_review,
 )
 from schemas.decoding import MAX_PAYLOAD_BYTES
 from schemas.drift import JudgeDriftAlert
@@ -332,16 +331,8 @@ def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:
                     record.offset,
                 ),
             )
-        elif role == "reviews" and names_run(record.value or b""):
-            run_review = parse_run_review(record.value)
-            rows.add("run_reviews", run_review_row(run_review))
-            rows.review_runs.add(run_review.evaluation_run_id)  # its review item follows its reviews
         elif role == "reviews":
-            rv = parse_human_review(record.value)
-            seed = (rv.review_id, rv.claim_id, rv.reviewer, rv.final_verdict, rv.notes, rv.created_at)
-            desk = (rv.review_seconds, rv.blind_verdict, rv.source, rv.lease_id)
-            rows.add("reviews", (*seed, json.loads(record.value)["schema_version"], *desk))
-            rows.claims.add(rv.claim_id)  # its review item follows its reviews
+            _review(parse_review(record.value), record.value, rows)
     except ContractError as err:
         contract = {"rubrics": "rubric", "runs": "evaluation_run", "reviews": "review"}[role]
         _invalid(
@@ -350,6 +341,18 @@ def _input(record: Record, role: str, rows: Rows, at: datetime) -> None:
             ),
             rows,
         )
+
+
+def _review(rv: HumanReview | RunReview, raw: Any, rows: Rows) -> None:
+    """A claim's review or a run's, and the review item it may close."""
+    if isinstance(rv, RunReview):
+        rows.add("run_reviews", run_review_row(rv))
+        rows.review_runs.add(rv.evaluation_run_id)
+        return
+    seed = (rv.review_id, rv.claim_id, rv.reviewer, rv.final_verdict, rv.notes, rv.created_at)
+    desk = (rv.review_seconds, rv.blind_verdict, rv.source, rv.lease_id)
+    rows.add("reviews", (*seed, json.loads(raw)["schema_version"], *desk))
+    rows.claims.add(rv.claim_id)
 
 
 def run_review_row(rv: RunReview) -> tuple[Any, ...]:

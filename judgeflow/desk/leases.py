@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from judgeflow.desk import runs
 from judgeflow.desk.errors import STATUS, DeskError
+from streams.envelope import iso
 
 __all__ = ["STATUS", "DeskError", "LeaseStore"]
 
@@ -161,7 +162,7 @@ class LeaseStore:
                         item = await runs.blind_run(conn, item_id)
             except psycopg.errors.UniqueViolation:
                 continue  # another reviewer took this slot between two snapshots: try the next item
-            return {"lease_id": lease_id, "expires_at": _iso(expires_at), "item": item}
+            return {"lease_id": lease_id, "expires_at": iso(expires_at), "item": item}
         return None
 
     async def blind(self, lease_id: str, reviewer: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +186,7 @@ class LeaseStore:
         run_id = str(lease["evaluation_run_id"])
         blind = lease["blind_scores"]
         if blind is None:
-            lanes = await runs.lanes_of(conn, run_id)
+            lanes, _ = await runs.reconciled(conn, run_id)
             scores, overall = runs.check_scores(lanes, body.get("lane_scores"), body.get("overall"))
             blind = {"lane_scores": scores, "overall": overall}
             await conn.execute(
@@ -242,7 +243,7 @@ class LeaseStore:
                 (self.lease_seconds, lease_id),
             )
             (expires_at,) = await cur.fetchone()  # type: ignore[misc]
-            return _iso(expires_at)
+            return iso(expires_at)
 
     async def skip(self, lease_id: str, reviewer: str) -> None:
         async with self.pool.connection() as conn, conn.transaction():
@@ -329,7 +330,8 @@ async def _prepare_run(
 ) -> Submission:
     run_id = str(lease["evaluation_run_id"])
     review_id = review_id_for(lease["lease_id"])
-    scores = runs.check_scores(await runs.lanes_of(conn, run_id), body.get("lane_scores"), body.get("overall"))
+    lanes, reconciled = await runs.reconciled(conn, run_id)
+    scores = runs.check_scores(lanes, body.get("lane_scores"), body.get("overall"))
     if lease["closed"] == "submitted":
         return Submission(runs.run_review(lease, review_id, scores, note), already_published=True)
     if lease["blind_scores"] is None:
@@ -338,7 +340,6 @@ async def _prepare_run(
     row = await cur.fetchone()
     if row is not None and row[0]:
         raise DeskError("ALREADY_REVIEWED", f"run {run_id} has been reviewed")
-    reconciled = await runs.reconciled_overall(conn, run_id)
     if scores[1] != reconciled and note is None:
         raise DeskError("NOTE_REQUIRED", f"a final score other than the reconciled {reconciled} needs a note")
     return Submission(runs.run_review(lease, review_id, scores, note), already_published=False)
@@ -352,7 +353,7 @@ def _review(lease: dict[str, Any], verdict: str, note: str | None) -> dict[str, 
         "reviewer": lease["reviewer"],
         "final_verdict": verdict,
         "notes": note,
-        "created_at": _iso(datetime.now(UTC)),
+        "created_at": iso(datetime.now(UTC)),
         "review_seconds": round(min(float(lease["seconds"]), 86_400.0), 3),
         "blind_verdict": lease["blind_verdict"],
         "source": lease["source"],
@@ -380,7 +381,7 @@ async def _blind_item(conn: psycopg.AsyncConnection[Any], claim_id: str, source:
         "judges": [
             {"judge_id": j["judge_id"], "reason": j["reason"], "passage_quote": j["passage_quote"]} for j in judges
         ],
-        "routed_at": _iso(check["created_at"]) if check.get("created_at") else None,
+        "routed_at": iso(check["created_at"]) if check.get("created_at") else None,
     }
 
 
@@ -395,7 +396,3 @@ async def _reveal(conn: psycopg.AsyncConnection[Any], claim_id: str, blind: str)
         "judges": [dict(j) for j in judges],
         "decision": {"verdict": decided.get("verdict"), "route": decided.get("route"), "reason": decided.get("reason")},
     }
-
-
-def _iso(at: datetime) -> str:
-    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")

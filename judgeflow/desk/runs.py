@@ -17,6 +17,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from judgeflow.desk.errors import DeskError
+from streams.envelope import iso
 
 FINAL = """SELECT evaluation_run_id, submission_id, final_overall_score, reconciled_lane_scores, lane_scores_by_judge,
 has_contradictions, contradiction_details, emitted_at FROM evaluation_reconciled_revisions
@@ -43,14 +44,10 @@ async def _final(conn: psycopg.AsyncConnection[Any], run_id: str) -> dict[str, A
     return await cur.fetchone() or {}
 
 
-async def lanes_of(conn: psycopg.AsyncConnection[Any], run_id: str) -> list[str]:
+async def reconciled(conn: psycopg.AsyncConnection[Any], run_id: str) -> tuple[list[str], int | None]:
+    """The run's lanes and its reconciled overall score, from one read of its latest revision."""
     final = await _final(conn, run_id)
-    return sorted(final.get("reconciled_lane_scores") or {})
-
-
-async def reconciled_overall(conn: psycopg.AsyncConnection[Any], run_id: str) -> int | None:
-    final = await _final(conn, run_id)
-    return _whole(final.get("final_overall_score"))
+    return sorted(final.get("reconciled_lane_scores") or {}), _whole(final.get("final_overall_score"))
 
 
 def _whole(score: Any) -> int | None:
@@ -84,7 +81,7 @@ async def blind_run(conn: psycopg.AsyncConnection[Any], run_id: str) -> dict[str
             }
             for j in judges
         ],
-        "routed_at": _iso(final["emitted_at"]) if final.get("emitted_at") else None,
+        "routed_at": iso(final["emitted_at"]) if final.get("emitted_at") else None,
     }
 
 
@@ -126,14 +123,10 @@ def run_review(lease: dict[str, Any], review_id: str, scores: tuple[dict[str, in
         "lane_scores": lane_scores,
         "final_overall_score": overall,
         "notes": note,
-        "created_at": _iso(datetime.now(UTC)),
+        "created_at": iso(datetime.now(UTC)),
         "review_seconds": round(min(float(lease["seconds"]), 86_400.0), 3),
         "blind_lane_scores": blind.get("lane_scores"),
         "blind_overall_score": blind.get("overall"),
         "source": "routed",
         "lease_id": lease["lease_id"],
     }
-
-
-def _iso(at: datetime) -> str:
-    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
