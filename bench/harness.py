@@ -82,8 +82,8 @@ async def send_all(bootstrap: str, records: Iterable[Record], *, rate: float | N
     return sent
 
 
-async def end_offsets(bootstrap: str, topics: Sequence[str]) -> dict[tuple[str, int], int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+async def end_offsets(bootstrap: str, topics: Sequence[str], **client: Any) -> dict[tuple[str, int], int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, **client)
     await consumer.start()
     try:
         tps = [TopicPartition(t, p) for t in topics for p in (consumer.partitions_for_topic(t) or range(PARTITIONS))]
@@ -121,11 +121,17 @@ async def wait_for_count(
         await consumer.stop()
 
 
-async def read_all(bootstrap: str, topics: Sequence[str]) -> list[Any]:
-    """Every record now on `topics` (from the beginning up to the current end)."""
-    ends = await end_offsets(bootstrap, topics)
+async def read_all(bootstrap: str, topics: Sequence[str], **client: Any) -> list[Any]:
+    """Every record now on `topics` (from the beginning up to the current end); `client`: aiokafka's
+    security settings, on a secured broker."""
+    ends = await end_offsets(bootstrap, topics, **client)
     consumer = AIOKafkaConsumer(
-        *topics, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest", enable_auto_commit=False
+        *topics,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **client,
     )
     await consumer.start()
     got: list[Any] = []

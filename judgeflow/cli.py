@@ -7,11 +7,14 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from judgeflow.config import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from judgeflow.acl import Needs
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -19,6 +22,24 @@ def _settings(ctx: click.Context) -> Settings:
         return load_settings(config_file=ctx.obj.get("config"))
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _kafka_access(settings: Settings, role: str, reads: tuple[str, ...] = (), writes: tuple[str, ...] = ()) -> Needs:
+    """Check, before any Kafka client starts, that the broker lets this process in and allows
+    what `role` needs (or, for `produce` and `tail`, the one topic named); one line if not."""
+    from judgeflow.acl import Needs, needs_of
+    from judgeflow.kafka_access import AccessRefused, check_access, principal_of
+
+    principal = principal_of(settings.kafka_security)
+    if reads or writes:
+        needs = Needs(role, principal, reads, writes)
+    else:
+        needs = needs_of(role, settings.app_id, settings.topic_prefix, principal)
+    try:
+        check_access(settings.kafka_bootstrap_servers, settings.kafka_security, needs)
+    except AccessRefused as exc:
+        raise click.ClickException(str(exc)) from None
+    return needs
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,22 +70,40 @@ def services() -> None:
 
 
 @services.command("up")
-def services_up() -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Kafka over SASL_SSL (SCRAM-SHA-512, a throwaway CA) with ACLs: one principal per process",
+)
+def services_up(secure: bool) -> None:
     """Start Kafka and Postgres in the background and print their addresses.
 
+    With `--secure` the broker takes only TLS with SCRAM-SHA-512, and each process has its own
+    principal with the ACLs `judgeflow acl` prints; the output names each principal's settings
+    (passwords by file).
+
     \b
-    Example:
+    Examples:
       eval "$(judgeflow services up | grep ^export)"
+      judgeflow services up --secure
     """
     from judgeflow.services import local
 
-    running = local.up()
+    try:
+        running = local.up(secure)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
     if running.kafka_seconds is not None:
-        click.echo(f"kafka     {running.kafka_bootstrap_servers}  started in {running.kafka_seconds:.1f}s")
+        mode = "  SASL_SSL, SCRAM-SHA-512, ACLs" if running.principals else ""
+        click.echo(f"kafka     {running.kafka_bootstrap_servers}{mode}  started in {running.kafka_seconds:.1f}s")
     if running.postgres_seconds is not None:
         click.echo(f"postgres  127.0.0.1  started in {running.postgres_seconds:.1f}s")
-    for key, value in running.env().items():
+    shared = running.shared_kafka_env()
+    for key, value in {**running.env(), **shared}.items():
         click.echo(f"export {key}={value}")
+    for role, env in (running.principals or {}).items():
+        own = " ".join(f"{k}={v}" for k, v in env.items() if k not in shared)
+        click.echo(f"# {role:<9} {own}")
 
 
 @services.command("down")
@@ -94,7 +133,7 @@ def services_status() -> None:
     if running is None:
         click.echo("not running")
         sys.exit(1)
-    ok = local.kafka_answers(running.kafka_bootstrap_servers)
+    ok = local.kafka_answers(running)
     click.echo(f"kafka     {running.kafka_bootstrap_servers}  {'ready' if ok else 'NOT ANSWERING'}")
     click.echo(f"postgres  {running.database_url.split('@')[-1]}  pid {running.postgres_pid}")
 
@@ -113,11 +152,12 @@ def worker(ctx: click.Context, loglevel: str) -> None:
 
     from judgeflow.allocator import pin_mmap_threshold
     from judgeflow.worker import build_worker
-    from streams.topics import TopicNames, ensure_topics
+    from streams.topics import CreateRefused, TopicNames, ensure_topics
 
     settings = _settings(ctx)
     pin_mmap_threshold(settings.malloc_mmap_threshold)
     names = TopicNames.with_prefix(settings.topic_prefix)
+    needs = _kafka_access(settings, "worker")
     try:
         asyncio.run(
             ensure_topics(
@@ -125,9 +165,12 @@ def worker(ctx: click.Context, loglevel: str) -> None:
                 names,
                 partitions=settings.partitions,
                 replication=settings.replication_factor,
+                only={*needs.reads, *needs.writes},
                 **settings.kafka_security.aiokafka_kwargs(),
             )
         )
+    except CreateRefused as exc:
+        raise click.ClickException(f"{needs.principal} {exc}") from None
     except Exception as exc:
         raise click.ClickException(f"cannot reach Kafka at {settings.kafka_bootstrap_servers}: {exc}") from None
     app = build_worker(settings)
@@ -222,6 +265,7 @@ def projector(ctx: click.Context, schema: str) -> None:
     quiet_repeats(settings.log_repeat_seconds)
     pin_mmap_threshold(settings.malloc_mmap_threshold)
     url = _database_url(settings)
+    _kafka_access(settings, "projector")
     if pending(url, schema) != []:  # a least-privilege role cannot migrate, and need not when nothing is due
         try:
             apply(url, schema)
@@ -568,6 +612,7 @@ def review(
         check_schema_name(schema)  # before anything connects
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    _kafka_access(settings, "desk")
     app = desk_app(settings, _database_url(settings), schema, who, sign_in)
     click.echo(f"review desk on http://{bind}:{port}/ (schema {schema})")
     web.run_app(app, host=bind, port=port, print=None)
@@ -688,6 +733,7 @@ def _publish_file(ctx: click.Context, file: Path, topic: str, raw: bool) -> None
             await producer.stop()
 
     if good:
+        _kafka_access(settings, "judge", writes=(name,))
         try:
             asyncio.run(send())
         except Exception as exc:
@@ -716,6 +762,7 @@ def tail(ctx: click.Context, topic: str, follow: bool, as_json: bool, limit: int
 
     settings = _settings(ctx)
     name = settings.topic_prefix + topic
+    _kafka_access(settings, "analyst", reads=(name,))
     console = Console()
 
     async def run() -> None:
@@ -767,6 +814,45 @@ def tail(ctx: click.Context, topic: str, follow: bool, as_json: bool, limit: int
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run())
+
+
+@main.command()
+@click.option(
+    "--principal",
+    "principals",
+    multiple=True,
+    metavar="ROLE=PRINCIPAL",
+    help="the principal of a role (default User:<role>), e.g. worker=User:svc-judgeflow",
+)
+@click.option("--json", "as_json", is_flag=True, help="the grants as JSON instead of kafka-acls.sh commands")
+@click.pass_context
+def acl(ctx: click.Context, principals: tuple[str, ...], as_json: bool) -> None:
+    """Print the Kafka ACLs this deployment needs: one principal per process, least privilege.
+
+    For the admin of a managed cluster: the worker, the projector, a judge producer, the review
+    desk and an analyst's `tail`, each with only the topics and group it uses, for the app id and
+    topic prefix in the environment. The worker's topics come from its wired topology.
+
+    \b
+    Examples:
+      JUDGEFLOW_APP_ID=judgeflow-prod judgeflow acl --principal worker=User:svc-judgeflow
+      judgeflow acl --json
+    """
+    from judgeflow.acl import ROLES, as_json_text, kafka_acls_commands, plan
+
+    settings = _settings(ctx)
+    mapping = {}
+    for item in principals:
+        role, sep, principal = item.partition("=")
+        if not sep or role not in ROLES or ":" not in principal:
+            raise click.UsageError(f"--principal {item!r}: expected ROLE=TYPE:NAME with ROLE one of {', '.join(ROLES)}")
+        mapping[role] = principal
+    needs = plan(settings.app_id, settings.topic_prefix, mapping)
+    if as_json:
+        click.echo(as_json_text(needs))
+        return
+    click.echo(f"# app id {settings.app_id!r}, topic prefix {settings.topic_prefix!r}; topics are created by an admin")
+    click.echo("\n".join(kafka_acls_commands(needs)))
 
 
 @main.command()

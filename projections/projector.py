@@ -389,6 +389,7 @@ class Projector:
                 self.names,
                 partitions=self.ensure_partitions,
                 replication=self.ensure_replication,
+                only=self.topics,
                 **self.client,
             )
             created = await asyncio.wait_for(ensuring, 60)

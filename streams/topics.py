@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -46,13 +47,30 @@ limit, so an oversized event reaches the worker and is dead-lettered with
 PAYLOAD_TOO_LARGE instead of being refused by the broker unseen."""
 
 
+TOPIC_AUTHORIZATION_FAILED = 29
+CLUSTER_AUTHORIZATION_FAILED = 31
+
+
+class CreateRefused(PermissionError):
+    """The broker refused to create a missing topic: on a cluster with ACLs, an admin creates them."""
+
+
 async def ensure_topics(
-    bootstrap: str, names: TopicNames, *, partitions: int, replication: int, **client: Any
+    bootstrap: str,
+    names: TopicNames,
+    *,
+    partitions: int,
+    replication: int,
+    only: Collection[str] | None = None,
+    **client: Any,
 ) -> list[str]:
-    """Create every judgeflow topic that is missing; return the ones created.
+    """Create every judgeflow topic that is missing (of `only`, the topics this process uses,
+    when given); return the ones created.
 
     Input topics keep everything (retention -1); `judge.rubrics` is compacted;
     replicated topics take acks=all writes while all but one replica are in sync.
+    A principal sees only the topics it may describe, so on a cluster with ACLs `only`
+    keeps it from trying to create the others.
     """
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -62,7 +80,7 @@ async def ensure_topics(
         existing = set(await admin.list_topics())
         wanted = []
         for role, name in names.all().items():
-            if name in existing:
+            if name in existing or (only is not None and name not in only):
                 continue
             config = (
                 {"retention.ms": "-1", "max.message.bytes": str(INPUT_MAX_MESSAGE_BYTES)} if role in INPUT_ROLES else {}
@@ -75,7 +93,17 @@ async def ensure_topics(
                 config["min.insync.replicas"] = str(replication - 1)
             wanted.append(NewTopic(name, partitions, replication, topic_configs=config))
         if wanted:
-            await admin.create_topics(wanted)
+            response = await admin.create_topics(wanted)
+            refused = [
+                name
+                for name, code, *_ in response.topic_errors
+                if code in (TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED)
+            ]
+            if refused:
+                raise CreateRefused(
+                    f"may not Create topic {', '.join(refused)}: an admin creates the topics "
+                    "(or add ACL: kafka-acls.sh --add --operation Create --topic NAME)"
+                )
             await _wait_for_leaders(admin, [t.name for t in wanted])
         return [t.name for t in wanted]
     finally:

@@ -12,8 +12,12 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from judgeflow.services.secure_kafka import SecureKafkaBroker
 
 
 def docker_answers() -> bool:
@@ -75,6 +79,22 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _report("kafka", broker.startup_seconds, "java, Maven Central jars")
     try:
         yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafkaBroker]:
+    """A local broker secured as managed Kafka is (SASL_SSL, SCRAM-SHA-512, ACLs), with one SCRAM user per
+    role and `nobody`, who has no ACL at all. Always started here: the tests need its admin and CA."""
+    from judgeflow.acl import ROLES
+    from judgeflow.services.secure_kafka import SecureKafkaBroker
+
+    broker = SecureKafkaBroker(Path(tmp_path_factory.mktemp("secure-kafka")), (*ROLES, "nobody"))
+    broker.start()
+    _report("kafka (SASL_SSL)", broker.startup_seconds, "java, Maven Central jars")
+    try:
+        yield broker
     finally:
         broker.stop()
 

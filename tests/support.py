@@ -39,13 +39,16 @@ def unique_prefix() -> str:
     return f"t{uuid.uuid4().hex[:10]}."
 
 
-def create_topics(bootstrap: str, names: TopicNames, partitions: int = 4, replication: int = 1) -> None:
-    asyncio.run(ensure_topics(bootstrap, names, partitions=partitions, replication=replication))
+def create_topics(bootstrap: str, names: TopicNames, partitions: int = 4, replication: int = 1, **client: Any) -> None:
+    asyncio.run(ensure_topics(bootstrap, names, partitions=partitions, replication=replication, **client))
 
 
-def produce(bootstrap: str, records: Iterable[tuple[str, bytes | None, bytes]]) -> None:
+def produce(bootstrap: str, records: Iterable[tuple[str, bytes | None, bytes]], **client: Any) -> None:
+    """Publish and wait for every ack; `client`: aiokafka's security settings, on a secured broker."""
+
     async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, max_request_size=8_000_000)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, max_request_size=8_000_000,
+                                    **client)  # fmt: skip
         await producer.start()
         try:
             pending = [await producer.send(topic, key=key, value=value) for topic, key, value in records]
@@ -201,12 +204,12 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "
         time.sleep(0.2)
 
 
-def projected_topic_ends(bootstrap: str, names: TopicNames) -> dict[tuple[str, int], int]:
+def projected_topic_ends(bootstrap: str, names: TopicNames, **client: Any) -> dict[tuple[str, int], int]:
     """End offsets of every topic the projector reads, right now."""
     from projections.projector import PROJECTED_ROLES
     from projections.rebuild import _offsets
 
-    _, end = asyncio.run(_offsets(bootstrap, [getattr(names, r) for r in PROJECTED_ROLES], {}))
+    _, end = asyncio.run(_offsets(bootstrap, [getattr(names, r) for r in PROJECTED_ROLES], client))
     return end
 
 

@@ -22,9 +22,10 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from judgeflow.services.ports import free_port
-from judgeflow.services.process import ServiceProcess
+from judgeflow.services.process import ServiceProcess, write_private
 
 POM = Path(__file__).with_name("kafka-pom.xml")
 LOG4J2 = """\
@@ -189,24 +190,15 @@ class KafkaBroker(ServiceProcess):
         if not (self.workdir / "data" / "meta.properties").exists():
             cluster_id = self.cluster_id or new_cluster_id()
             standalone = [] if self.voters else ["--standalone"]
-            subprocess.run(
-                [
-                    java(),
-                    log4j,
-                    "-cp",
-                    classpath,
-                    "kafka.tools.StorageTool",
-                    "format",
-                    *standalone,
-                    "-t",
-                    cluster_id,
-                    "-c",
-                    str(config),
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
+            args = [log4j, "-cp", classpath, "kafka.tools.StorageTool", "format", *standalone]
+            args += ["-t", cluster_id, "-c", str(config), *self._format_extra()]
+            # In a file only the owner reads, not on the command line: the secured broker's
+            # SCRAM passwords are among these arguments (java expands @argfiles itself).
+            argfile = write_private(self.workdir / "format.args", "\n".join(_quoted(a) for a in args))
+            try:
+                subprocess.run([java(), f"@{argfile}"], check=True, capture_output=True, text=True)
+            finally:
+                argfile.unlink()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [
@@ -225,11 +217,18 @@ class KafkaBroker(ServiceProcess):
                 start_new_session=True,
             )
 
+    def _format_extra(self) -> list[str]:
+        """More arguments for `StorageTool format` (the secured broker's SCRAM users)."""
+        return []
+
+    def answers(self) -> bool:
+        return metadata_ready(self.bootstrap)
+
     def _wait_ready(self, deadline: float) -> None:
         while True:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(f"Kafka exited with {self.process.returncode}:\n{self.log_tail()}")
-            if metadata_ready(self.bootstrap):
+            if self.answers():
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Kafka not ready at {self.bootstrap}:\n{self.log_tail()}")
@@ -292,13 +291,18 @@ class KafkaCluster:
             node.stop()
 
 
-def metadata_ready(bootstrap: str, timeout: float = 5.0) -> bool:
-    """True when the broker answers a describe-cluster request with a controller."""
+def _quoted(arg: str) -> str:
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def metadata_ready(bootstrap: str, timeout: float = 5.0, **client: Any) -> bool:
+    """True when the broker answers a describe-cluster request with a controller
+    (`client`: aiokafka's security settings, for the secured broker)."""
 
     async def probe() -> bool:
         from aiokafka.admin import AIOKafkaAdminClient
 
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), **client)
         try:
             await asyncio.wait_for(admin.start(), timeout)
             info = await asyncio.wait_for(admin.describe_cluster(), timeout)

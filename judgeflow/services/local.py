@@ -19,8 +19,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from judgeflow.acl import ROLES
 from judgeflow.services.kafka import KafkaBroker, metadata_ready
 from judgeflow.services.postgres import EmbeddedPostgres
+from judgeflow.services.secure_kafka import SecureKafkaBroker
 
 
 @dataclass
@@ -32,9 +34,18 @@ class RunningServices:
     kafka_pid: int | None = None
     postgres_pid: int | None = None
     workdir: str | None = None
+    principals: dict[str, dict[str, str]] | None = None
+    """With `--secure`: each principal's Kafka environment (its password by file)."""
 
     def env(self) -> dict[str, str]:
         return {"KAFKA_BOOTSTRAP_SERVERS": self.kafka_bootstrap_servers, "DATABASE_URL": self.database_url}
+
+    def shared_kafka_env(self) -> dict[str, str]:
+        """What every principal's environment has in common (the protocol, the CA)."""
+        if not self.principals:
+            return {}
+        envs = list(self.principals.values())
+        return {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs)}
 
 
 @contextlib.contextmanager
@@ -57,11 +68,17 @@ def local_services(
             shutil.rmtree(root, ignore_errors=True)
 
 
-def start(root: Path, *, kafka_dir: Path | None = None) -> dict:
+def start(root: Path, *, kafka_dir: Path | None = None, secure: bool = False) -> dict:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     database = os.environ.get("DATABASE_URL")
-    broker = pg = None
-    if not bootstrap:
+    broker: KafkaBroker | None = None
+    pg = None
+    principals = None
+    if not bootstrap and secure:
+        secured = start_secure_kafka(kafka_dir or root / "kafka")
+        broker, bootstrap = secured, secured.bootstrap
+        principals = {role: secured.env(role) for role in ROLES}
+    elif not bootstrap:
         broker = KafkaBroker(kafka_dir or root / "kafka").start()
         bootstrap = broker.bootstrap
     if not database:
@@ -75,22 +92,43 @@ def start(root: Path, *, kafka_dir: Path | None = None) -> dict:
         kafka_pid=broker.process.pid if broker and broker.process else None,
         postgres_pid=pg.process.pid if pg and pg.process else None,
         workdir=str(root),
+        principals=principals,
     )
     return {"services": services, "broker": broker, "postgres": pg}
+
+
+def start_secure_kafka(workdir: Path) -> SecureKafkaBroker:
+    """The secured broker with judgeflow's topics (created by the admin) and the ACL plan for the
+    app id and topic prefix in the environment."""
+    from judgeflow.acl import plan
+    from judgeflow.config import load_settings
+    from streams.topics import TopicNames
+
+    settings = load_settings()
+    broker = SecureKafkaBroker(workdir, ROLES)
+    broker.start()
+    broker.create_topics(TopicNames.with_prefix(settings.topic_prefix), settings.partitions)
+    broker.apply_acls([g for needs in plan(settings.app_id, settings.topic_prefix) for g in needs.grants()])
+    return broker
 
 
 def state_file() -> Path:
     return Path(os.environ.get("JUDGEFLOW_STATE_DIR", ".judgeflow")) / "services.json"
 
 
-def up() -> RunningServices:
+def up(secure: bool = False) -> RunningServices:
     path = state_file()
     if path.exists():
         current = status()
         if current is not None:
+            if secure != bool(current.principals):
+                raise RuntimeError(
+                    f"services are already running {'with' if current.principals else 'without'} --secure: "
+                    "run `judgeflow services down` first"
+                )
             return current
     root = Path(tempfile.mkdtemp(prefix="judgeflow-services-"))
-    services = start(root)["services"]
+    services = start(root, secure=secure)["services"]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(services), indent=2))
     return services
@@ -140,5 +178,11 @@ def down(timeout: float = 30.0) -> bool:
     return True
 
 
-def kafka_answers(bootstrap: str) -> bool:
-    return metadata_ready(bootstrap)
+def kafka_answers(services: RunningServices) -> bool:
+    """Whether the broker answers (the secured one as its least-privileged principal, the analyst)."""
+    client = {}
+    if services.principals:
+        from judgeflow.config import load_settings
+
+        client = load_settings(services.principals["analyst"]).kafka_security.aiokafka_kwargs()
+    return metadata_ready(services.kafka_bootstrap_servers, **client)

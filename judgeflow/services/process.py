@@ -33,3 +33,12 @@ class ServiceProcess:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def write_private(path: Path, data: bytes | str) -> Path:
+    """Write a file only its owner may read (keys, passwords, arguments that hold them)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data.encode() if isinstance(data, str) else data)
+    return path

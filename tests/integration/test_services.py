@@ -69,3 +69,50 @@ def test_services_cli_up_status_down(tmp_path: object) -> None:
         down = cli("down")
     assert down.returncode == 0 and "stopped" in down.stdout
     assert cli("status").returncode == 1
+
+
+def test_services_up_secure_prints_each_principal_and_no_password(tmp_path: object) -> None:
+    """What a user runs first on the secured path: the exports and one line per principal, passwords only in
+    files their owner reads; the broker refuses plaintext and takes each principal's settings as printed."""
+    import stat
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from judgeflow.acl import needs_of
+    from judgeflow.config import load_settings
+    from judgeflow.kafka_access import AccessRefused, check_access
+    from tests.support import REPO
+
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL")}
+    env["JUDGEFLOW_STATE_DIR"] = str(tmp_path)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "judgeflow.cli", "services", *args], capture_output=True,
+                              text=True, env=env, cwd=REPO, timeout=180)  # fmt: skip
+
+    up = cli("up", "--secure")
+    assert up.returncode == 0, up.stderr
+    try:
+        lines = up.stdout.splitlines()
+        exports = dict(line.removeprefix("export ").split("=", 1) for line in lines if line.startswith("export "))
+        assert exports["KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL" and "SASL_SSL, SCRAM-SHA-512, ACLs" in lines[0]
+        principals = {line.split()[1]: dict(kv.split("=", 1) for kv in line.split()[2:])
+                      for line in lines if line.startswith("# ")}  # fmt: skip
+        assert set(principals) == {"worker", "projector", "judge", "desk", "analyst"}
+        for role, own in principals.items():
+            secret_file = Path(own["KAFKA_SASL_PASSWORD_FILE"])
+            assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+            assert secret_file.read_text().strip() not in up.stdout + up.stderr
+            settings = load_settings({**exports, **own})
+            needs = needs_of(role, settings.app_id, settings.topic_prefix)
+            assert check_access(settings.kafka_bootstrap_servers, settings.kafka_security, needs), role
+        plain = load_settings({"KAFKA_BOOTSTRAP_SERVERS": exports["KAFKA_BOOTSTRAP_SERVERS"]})
+        with pytest.raises(AccessRefused, match="expects TLS"):
+            check_access(plain.kafka_bootstrap_servers, plain.kafka_security, needs_of("analyst", "judgeflow", ""))
+        status = cli("status")
+        assert status.returncode == 0 and "ready" in status.stdout, status.stdout
+        assert cli("up").returncode == 1  # not silently the other kind
+    finally:
+        down = cli("down")
+    assert down.returncode == 0 and "stopped" in down.stdout

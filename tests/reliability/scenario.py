@@ -76,11 +76,15 @@ class Scenario:
     prefix: str = field(default_factory=unique_prefix)
     pub: Published = field(default_factory=Published)
     faults: list[str] = field(default_factory=list)
+    client: dict[str, Any] = field(default_factory=dict)
+    """aiokafka's security settings for the scenario's own clients (on a secured broker: its admin, who creates
+    the topics and reads everything back; `send_client` is who publishes the workload)."""
+    send_client: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.names = TopicNames.with_prefix(self.prefix)
         self.schema = self.prefix.rstrip(".")
-        create_topics(self.kafka, self.names, replication=self.replication)
+        create_topics(self.kafka, self.names, replication=self.replication, **self.client)
         migrate(self.database_url, self.schema)
 
     # -- workload ---------------------------------------------------------------------------------------
@@ -147,7 +151,7 @@ class Scenario:
                                 self.schema, **env)  # fmt: skip
 
     def send(self, records: list[Record]) -> None:
-        produce(self.kafka, records)
+        produce(self.kafka, records, **(self.client if self.send_client is None else self.send_client))
 
     # -- waiting and checking ---------------------------------------------------------------------------
 
@@ -175,7 +179,7 @@ class Scenario:
             if self.accounted():
                 # Counts can be complete before every row is (a claim's `checks` row is
                 # made from its route until the check arrives): wait for the offsets too.
-                ends = projected_topic_ends(self.kafka, self.names)
+                ends = projected_topic_ends(self.kafka, self.names, **self.client)
                 while not projection_reached(self.database_url, self.schema, ends):
                     if time.monotonic() > deadline:
                         raise AssertionError(f"projector not at the end offsets after {timeout}s")
@@ -192,7 +196,7 @@ class Scenario:
     def check(self) -> tuple[list[TableCount], list[TopicCount], dict[str, int]]:
         names = self.names
         topics = [names.reconciled, names.done, names.second_judge, names.human_review, names.judge_outputs]
-        records = asyncio.run(read_all(self.kafka, topics))
+        records = asyncio.run(read_all(self.kafka, topics, **self.client))
         with psycopg.connect(self.database_url, autocommit=True, options=f"-c search_path={self.schema}") as conn:
             db = check_database(conn, names, self.pub)
         tc = check_topics(records, names)
