@@ -290,7 +290,13 @@ def interval_figures(
 ) -> dict[tuple[str, str], Agreement]:
     """Interval alpha over all judges ((ALL_JUDGES, ALL_JUDGES)) and per judge pair that shares a unit."""
     judges = judges_of(units)
-    matrix = value_matrix(units, judges)
+    return interval_figures_of(value_matrix(units, judges), judges, resamples=resamples, seed=seed)
+
+
+def interval_figures_of(
+    matrix: NDArray[np.float64], judges: Sequence[str], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> dict[tuple[str, str], Agreement]:
+    """`interval_figures` from a units x judges matrix (NaN: not coded), built without a dict per unit."""
     kw = {"resamples": resamples, "seed": seed}
     out = {(ALL_JUDGES, ALL_JUDGES): summarize(interval_stats(matrix), "alpha_interval", **kw)}
     for i, j in _pairs(~np.isnan(matrix), judges):
@@ -304,7 +310,18 @@ def nominal_figures(
     """Nominal alpha over all judges; per judge pair nominal alpha and Cohen's kappa."""
     judges = judges_of(units)
     codes = code_matrix(units, judges, categories)
-    k = len(categories)
+    return nominal_figures_of(codes, judges, len(categories), resamples=resamples, seed=seed)
+
+
+def nominal_figures_of(
+    codes: NDArray[np.int64],
+    judges: Sequence[str],
+    k: int,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> dict[tuple[str, str], list[Agreement]]:
+    """`nominal_figures` from a units x judges matrix of category indices (-1: not labelled) over `k` categories."""
     kw = {"resamples": resamples, "seed": seed}
     out = {(ALL_JUDGES, ALL_JUDGES): [summarize(nominal_stats(codes, k), "alpha_nominal", **kw)]}
     for i, j in _pairs(codes >= 0, judges):

@@ -17,8 +17,11 @@ verdicts: unit = claim, coder = judge id, grouped by the check's rubric ('no rub
 from __future__ import annotations
 
 import time
+from array import array
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import psycopg
 
 from projections import agreement
@@ -88,25 +91,85 @@ Figure = tuple[str, str, str, agreement.Agreement]
 """(lane_key or '', judge_a, judge_b, the figure)."""
 
 
-def lane_figures(values: list[tuple[str, str, str, int]], *, resamples: int, seed: int) -> list[Figure]:
-    """Interval alpha per lane and judge pair (and over all judges) from (run, judge model, lane, score) rows."""
-    by_lane: dict[str, dict[str, dict[str, object]]] = {}
+FETCH_ROWS = 20_000
+"""Facts read at once through a server-side cursor. A refresh keeps a rubric's facts as numbers in arrays (24
+bytes a fact), never as one Python tuple, and a dict per unit, each: a refresh over every fact of a rubric
+then needs megabytes, not hundreds of megabytes, and the projector's memory does not step up with the data."""
+
+
+class _Cells:
+    """One group's facts as (unit position, judge column, value) arrays: a unit is counted when it changes (the
+    facts come in unit order), judges get columns as they appear (put in sorted order at the end)."""
+
+    def __init__(self) -> None:
+        self.units = 0
+        self.last: object = None
+        self.judges: dict[str, int] = {}
+        self.u, self.j, self.v = array("q"), array("q"), array("d")
+
+    def add(self, unit: object, judge: str, value: float) -> None:
+        if self.units == 0 or unit != self.last:
+            self.last, self.units = unit, self.units + 1
+        col = self.judges.setdefault(judge, len(self.judges))
+        if self.u and self.u[-1] == self.units - 1 and self.j[-1] == col:
+            self.v[-1] = value  # a second fact of one unit and judge: the last one counts, as a dict's would
+            return
+        self.u.append(self.units - 1)
+        self.j.append(col)
+        self.v.append(value)
+
+    def matrix(self, fill: float) -> tuple[np.ndarray, list[str]]:
+        """units x judges (judges sorted), `fill` where a judge gave the unit nothing."""
+        judges = sorted(self.judges)
+        column = np.empty(len(judges), dtype=np.int64)
+        for new, judge in enumerate(judges):
+            column[self.judges[judge]] = new
+        out = np.full((self.units, len(judges)), fill, dtype=np.float64)
+        if self.units:
+            out[np.frombuffer(self.u, dtype=np.int64), column[np.frombuffer(self.j, dtype=np.int64)]] = np.frombuffer(
+                self.v, dtype=np.float64
+            )
+        return out, judges
+
+
+def lane_figures(values: Iterable[tuple[str, str, str, int]], *, resamples: int, seed: int) -> list[Figure]:
+    """Interval alpha per lane and judge pair (and over all judges) from (run, judge model, lane, score) rows in
+    run order (`LANE_VALUES`)."""
+    by_lane: dict[str, _Cells] = {}
     for run, judge, lane, score in values:
-        by_lane.setdefault(lane, {}).setdefault(run, {})[judge] = score
+        cells = by_lane.get(lane)
+        if cells is None:
+            cells = by_lane[lane] = _Cells()
+        cells.add(run, judge, float(score))
     out: list[Figure] = []
-    for lane, units in sorted(by_lane.items()):
-        for (a, b), fig in agreement.interval_figures(units, resamples=resamples, seed=seed).items():
+    for lane, cells in sorted(by_lane.items()):
+        matrix, judges = cells.matrix(np.nan)
+        for (a, b), fig in agreement.interval_figures_of(matrix, judges, resamples=resamples, seed=seed).items():
             out.append((lane, a, b, fig))
     return out
 
 
-def claim_figures(values: list[tuple[str, str, str]], *, resamples: int, seed: int) -> list[Figure]:
-    """Nominal alpha (all judges, each pair) and Cohen's kappa (each pair) from (claim, judge, verdict) rows."""
-    units: dict[str, dict[str, object]] = {}
+def claim_figures(values: Iterable[tuple[str, str, str]], *, resamples: int, seed: int) -> list[Figure]:
+    """Nominal alpha (all judges, each pair) and Cohen's kappa (each pair) from (claim, judge, verdict) rows in
+    claim order (`CLAIM_VALUES`)."""
+    index = {c: i for i, c in enumerate(VERDICTS)}
+    cells = _Cells()
     for claim, judge, verdict in values:
-        units.setdefault(claim, {})[judge] = verdict
-    figures = agreement.nominal_figures(units, VERDICTS, resamples=resamples, seed=seed)
+        if verdict not in index:
+            raise ValueError(f"a label outside the categories {list(VERDICTS)!r}: {verdict!r}")
+        cells.add(claim, judge, float(index[verdict]))
+    matrix, judges = cells.matrix(-1.0)
+    codes = matrix.astype(np.int64)
+    figures = agreement.nominal_figures_of(codes, judges, len(VERDICTS), resamples=resamples, seed=seed)
     return [("", a, b, fig) for (a, b), figs in figures.items() for fig in figs]
+
+
+def _facts(conn: psycopg.Connection, query: str, params: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+    """The rows of `query`, `FETCH_ROWS` at a time from a server-side cursor (inside the caller's transaction)."""
+    with conn.cursor(name="judge_agreement_facts") as cur:
+        cur.execute(query, params)
+        while rows := cur.fetchmany(FETCH_ROWS):
+            yield from rows
 
 
 def refresh_one(
@@ -127,13 +190,9 @@ def refresh_one(
         if mark is None:
             return False
         if kind == LANES:
-            figures = lane_figures(
-                cur.execute(LANE_VALUES, {"rubric": rubric}).fetchall(), resamples=resamples, seed=seed
-            )
+            figures = lane_figures(_facts(conn, LANE_VALUES, {"rubric": rubric}), resamples=resamples, seed=seed)
         else:
-            figures = claim_figures(
-                cur.execute(CLAIM_VALUES, {"rubric": rubric}).fetchall(), resamples=resamples, seed=seed
-            )
+            figures = claim_figures(_facts(conn, CLAIM_VALUES, {"rubric": rubric}), resamples=resamples, seed=seed)
         cur.execute("DELETE FROM judge_agreement WHERE kind = %s AND rubric_key = %s", [kind, rubric_key])
         if figures:
             cur.executemany(
