@@ -10,6 +10,7 @@ without anyone editing a list.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
@@ -33,7 +34,6 @@ class Grant:
     resource: str  # "topic" | "group"
     name: str
     operation: str  # Kafka's name: Read, Write, Describe, Create
-    pattern: str = "literal"  # or "prefixed"
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Needs:
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     group: str | None = None
-    internal_prefix: str | None = None  # topics it creates and owns (Faust's changelogs)
+    owns: tuple[str, ...] = ()  # topics it creates and keeps (Faust's changelogs)
 
     def grants(self) -> list[Grant]:
         out = []
@@ -55,27 +55,28 @@ class Needs:
             out += [Grant(self.principal, "topic", topic, op) for op in ("Write", "Describe")]
         if self.group:
             out.append(Grant(self.principal, "group", self.group, "Read"))
-        if self.internal_prefix:
-            out += [
-                Grant(self.principal, "topic", self.internal_prefix, op, "prefixed")
-                for op in ("Create", "Describe", "Read", "Write")
-            ]
+        for topic in self.owns:
+            out += [Grant(self.principal, "topic", topic, op) for op in ("Create", "Describe", "Read", "Write")]
         return sorted(set(out))
 
 
-def worker_topics(names: TopicNames) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The topics the wired worker reads and writes, from its own topology."""
+def worker_topics(names: TopicNames, app_id: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The topics the wired worker reads, writes and owns (its tables' changelogs), from its own topology.
+
+    The changelogs are granted by name, not as the prefix `<app id>-`: a prefix would also match another
+    deployment whose app id or topic prefix starts with this app id (`judgeflow` and `judgeflow-prod`)."""
     from judgeflow.config import Settings
     from judgeflow.worker import build_worker
 
-    app = build_worker(Settings(topic_prefix=_prefix_of(names)))
+    app = build_worker(Settings(topic_prefix=_prefix_of(names), app_id=app_id))
     by_role = names.all()
     reads: set[str] = set()
     writes: set[str] = set()
     for node in app.topology:  # type: ignore[attr-defined]
         reads.update(by_role[r] for r in node.reads)
         writes.update(by_role[r] for r in node.writes)
-    return tuple(sorted(reads)), tuple(sorted(writes))
+    owns = {table.changelog_topic.get_topic_name() for table in app.tables.values()}
+    return tuple(sorted(reads)), tuple(sorted(writes)), tuple(sorted(owns))
 
 
 def _prefix_of(names: TopicNames) -> str:
@@ -89,8 +90,8 @@ def needs_of(role: str, app_id: str, topic_prefix: str, principal: str | None = 
     topic = names.all()
     who = principal or f"User:{role}"
     if role == "worker":
-        reads, writes = worker_topics(names)
-        return Needs(role, who, reads, writes, group=app_id, internal_prefix=f"{app_id}-")
+        reads, writes, owns = worker_topics(names, app_id)
+        return Needs(role, who, reads, writes, group=app_id, owns=owns)
     if role == "projector":
         return Needs(role, who, tuple(topic[r] for r in PROJECTED_ROLES), group=f"{app_id}-projector")
     if role == "judge":
@@ -112,15 +113,14 @@ def kafka_acls_commands(needs: Iterable[Needs], bootstrap: str = "$BOOTSTRAP") -
     lines = []
     for need in needs:
         lines.append(f"# {need.role}")
-        by_resource: dict[tuple[str, str, str], list[str]] = {}
+        by_resource: dict[tuple[str, str], list[str]] = {}
         for g in need.grants():
-            by_resource.setdefault((g.resource, g.name, g.pattern), []).append(g.operation)
-        for (resource, name, pattern), ops in by_resource.items():
+            by_resource.setdefault((g.resource, g.name), []).append(g.operation)
+        for (resource, name), ops in by_resource.items():
             flags = " ".join(f"--operation {op}" for op in ops)
-            kind = "--resource-pattern-type prefixed " if pattern == "prefixed" else ""
             lines.append(
                 f"kafka-acls.sh --bootstrap-server {bootstrap} --command-config admin.properties --add "
-                f"--allow-principal {need.principal} {flags} {kind}--{resource} {name}"
+                f"--allow-principal {shlex.quote(need.principal)} {flags} --{resource} {shlex.quote(name)}"
             )
     return lines
 
@@ -131,8 +131,7 @@ def as_json_text(needs: Iterable[Needs]) -> str:
 
 def fix_hint(grant: Grant) -> str:
     """What to run to allow one missing operation (the end of a refusal's one line)."""
-    kind = "--resource-pattern-type prefixed " if grant.pattern == "prefixed" else ""
     return (
-        f"add ACL: kafka-acls.sh --add --allow-principal {grant.principal} --operation {grant.operation} "
-        f"{kind}--{grant.resource} {grant.name}"
+        f"add ACL: kafka-acls.sh --add --allow-principal {shlex.quote(grant.principal)} "
+        f"--operation {grant.operation} --{grant.resource} {shlex.quote(grant.name)}"
     )

@@ -87,12 +87,14 @@ def services_up(secure: bool) -> None:
       eval "$(judgeflow services up | grep ^export)"
       judgeflow services up --secure
     """
+    import subprocess
+
     from judgeflow.services import local
 
     try:
         running = local.up(secure)
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from None
+    except (RuntimeError, TimeoutError, OSError, subprocess.CalledProcessError) as exc:
+        raise click.ClickException(f"services did not start: {exc}") from None
     if running.kafka_seconds is not None:
         mode = "  SASL_SSL, SCRAM-SHA-512, ACLs" if running.principals else ""
         click.echo(f"kafka     {running.kafka_bootstrap_servers}{mode}  started in {running.kafka_seconds:.1f}s")
@@ -150,6 +152,7 @@ def worker(ctx: click.Context, loglevel: str) -> None:
     """
     import faust
 
+    from judgeflow.acl import Grant, fix_hint
     from judgeflow.allocator import pin_mmap_threshold
     from judgeflow.worker import build_worker
     from streams.topics import CreateRefused, TopicNames, ensure_topics
@@ -165,12 +168,13 @@ def worker(ctx: click.Context, loglevel: str) -> None:
                 names,
                 partitions=settings.partitions,
                 replication=settings.replication_factor,
-                only={*needs.reads, *needs.writes},
+                required={*needs.reads, *needs.writes},
                 **settings.kafka_security.aiokafka_kwargs(),
             )
         )
     except CreateRefused as exc:
-        raise click.ClickException(f"{needs.principal} {exc}") from None
+        hint = fix_hint(Grant(needs.principal, "topic", exc.topics[0], "Create"))
+        raise click.ClickException(f"{needs.principal} {exc} (or {hint})") from None
     except Exception as exc:
         raise click.ClickException(f"cannot reach Kafka at {settings.kafka_bootstrap_servers}: {exc}") from None
     app = build_worker(settings)

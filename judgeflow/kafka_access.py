@@ -169,6 +169,7 @@ def _check_topics(admin: Any, needs: Needs, timeout: float) -> None:
     from confluent_kafka.admin import AclOperation
 
     wanted = [(t, "Read") for t in needs.reads] + [(t, "Write") for t in needs.writes]
+    wanted += [(t, "Create") for t in needs.owns]  # Faust asks to create them at every start
     if not wanted:
         return
     topics = sorted({t for t, _ in wanted})
@@ -178,12 +179,15 @@ def _check_topics(admin: Any, needs: Needs, timeout: float) -> None:
     allowed: dict[str, set[str] | None] = {}
     for topic, future in described.items():
         try:
-            description = future.result(timeout)
+            description = future.result(timeout + 1)
         except KafkaException as exc:
-            err = exc.args[0]
-            if err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
-                continue  # missing, not refused: created by the worker or an admin
-            allowed[topic] = set()  # TOPIC_AUTHORIZATION_FAILED: not even Describe
+            if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                allowed[topic] = set()  # not even Describe
+            elif exc.args[0].code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+                log.warning("could not check topic %s: %s", topic, exc)  # missing topics are no refusal either
+            continue
+        except TimeoutError:
+            log.warning("could not check topic %s within %gs", topic, timeout)
             continue
         ops = description.authorized_operations
         allowed[topic] = None if ops is None else {op.name for op in ops}
@@ -208,7 +212,7 @@ def _check_group(admin: Any, needs: Needs, timeout: float) -> None:
             [needs.group], include_authorized_operations=True, request_timeout=timeout
         )[needs.group]
         try:
-            group = future.result(timeout)
+            group = future.result(timeout + 1)
             break
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
@@ -216,7 +220,10 @@ def _check_group(admin: Any, needs: Needs, timeout: float) -> None:
             if time.monotonic() > deadline:
                 log.warning("could not check group %s: %s", needs.group, exc)
                 return
-            time.sleep(0.2)
+            time.sleep(0.2)  # the coordinator is being created: ask again shortly
+        except TimeoutError:
+            log.warning("could not check group %s within %gs", needs.group, timeout)
+            return
     ops = group.authorized_operations
     if ops is not None and not {AclOperation.READ.name, AclOperation.ALL.name} & {op.name for op in ops}:
         raise _refused(needs, "group", needs.group, "Read")

@@ -395,7 +395,7 @@ class Projector:
                 self.names,
                 partitions=self.ensure_partitions,
                 replication=self.ensure_replication,
-                only=self.topics,
+                required=self.topics,
                 **self.client,
             )
             created = await asyncio.wait_for(ensuring, 60)
@@ -607,8 +607,9 @@ class Projector:
     async def _agreement(self, *, force: bool = False) -> None:
         """Start a refresh of the judge agreement of the rubrics committed batches marked: checked at most once
         a second (or after every batch when the throttle is under a second), each rubric at most once per
-        throttle. It runs beside the batches, on a connection and a thread of its own: a refresh (a bootstrap
-        over a rubric's facts, up to half a second) never holds a batch up. `force` waits for it."""
+        throttle, and after a refresh of s seconds not for 9 x s seconds (AGREEMENT_IDLE_FACTOR). It runs beside
+        the batches, on a connection and a thread of its own: a refresh (a bootstrap over a rubric's facts)
+        never holds a batch up. `force` waits for it."""
         if force:
             if self._agreement_task is not None:
                 await self._agreement_task

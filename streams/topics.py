@@ -49,10 +49,15 @@ PAYLOAD_TOO_LARGE instead of being refused by the broker unseen."""
 
 TOPIC_AUTHORIZATION_FAILED = 29
 CLUSTER_AUTHORIZATION_FAILED = 31
+TOPIC_ALREADY_EXISTS = 36
 
 
 class CreateRefused(PermissionError):
-    """The broker refused to create a missing topic: on a cluster with ACLs, an admin creates them."""
+    """The broker refused to create topics this process needs: on a cluster with ACLs an admin creates them."""
+
+    def __init__(self, topics: list[str]) -> None:
+        super().__init__(f"may not Create topic {', '.join(topics)}: an admin creates the topics")
+        self.topics = topics
 
 
 async def ensure_topics(
@@ -61,16 +66,16 @@ async def ensure_topics(
     *,
     partitions: int,
     replication: int,
-    only: Collection[str] | None = None,
+    required: Collection[str] | None = None,
     **client: Any,
 ) -> list[str]:
-    """Create every judgeflow topic that is missing (of `only`, the topics this process uses,
-    when given); return the ones created.
+    """Create every judgeflow topic that is missing; return the ones created.
 
     Input topics keep everything (retention -1); `judge.rubrics` is compacted;
     replicated topics take acks=all writes while all but one replica are in sync.
-    A principal sees only the topics it may describe, so on a cluster with ACLs `only`
-    keeps it from trying to create the others.
+    On a cluster with ACLs a principal sees only the topics it may describe and may create
+    none: a refused creation raises `CreateRefused` only for the `required` topics (those
+    this process uses; all of them when not given), and any other create error is raised.
     """
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -80,7 +85,7 @@ async def ensure_topics(
         existing = set(await admin.list_topics())
         wanted = []
         for role, name in names.all().items():
-            if name in existing or (only is not None and name not in only):
+            if name in existing:
                 continue
             config = (
                 {"retention.ms": "-1", "max.message.bytes": str(INPUT_MAX_MESSAGE_BYTES)} if role in INPUT_ROLES else {}
@@ -92,20 +97,20 @@ async def ensure_topics(
                 # have it: one replica may fail without losing or refusing writes.
                 config["min.insync.replicas"] = str(replication - 1)
             wanted.append(NewTopic(name, partitions, replication, topic_configs=config))
-        if wanted:
-            response = await admin.create_topics(wanted)
-            refused = [
-                name
-                for name, code, *_ in response.topic_errors
-                if code in (TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED)
-            ]
-            if refused:
-                raise CreateRefused(
-                    f"may not Create topic {', '.join(refused)}: an admin creates the topics "
-                    "(or add ACL: kafka-acls.sh --add --operation Create --topic NAME)"
-                )
-            await _wait_for_leaders(admin, [t.name for t in wanted])
-        return [t.name for t in wanted]
+        if not wanted:
+            return []
+        response = await admin.create_topics(wanted)
+        errors = {name: code for name, code, *_ in response.topic_errors if code not in (0, TOPIC_ALREADY_EXISTS)}
+        refused = [n for n, c in errors.items() if c in (TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED)]
+        needed = [n for n in refused if required is None or n in required]
+        if needed:
+            raise CreateRefused(needed)
+        failed = {n: c for n, c in errors.items() if n not in refused}
+        if failed:
+            raise RuntimeError(f"Kafka did not create {', '.join(f'{n} (error code {c})' for n, c in failed.items())}")
+        created = [t.name for t in wanted if t.name not in errors]
+        await _wait_for_leaders(admin, created)
+        return created
     finally:
         await admin.close()
 

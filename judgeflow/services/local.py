@@ -74,7 +74,11 @@ def start(root: Path, *, kafka_dir: Path | None = None, secure: bool = False) ->
     broker: KafkaBroker | None = None
     pg = None
     principals = None
-    if not bootstrap and secure:
+    if bootstrap and secure:
+        raise RuntimeError(
+            f"KAFKA_BOOTSTRAP_SERVERS={bootstrap} is set: --secure starts a broker of its own, so unset it first"
+        )
+    if secure:
         secured = start_secure_kafka(kafka_dir or root / "kafka")
         broker, bootstrap = secured, secured.bootstrap
         principals = {role: secured.env(role) for role in ROLES}
@@ -107,8 +111,12 @@ def start_secure_kafka(workdir: Path) -> SecureKafkaBroker:
     settings = load_settings()
     broker = SecureKafkaBroker(workdir, ROLES)
     broker.start()
-    broker.create_topics(TopicNames.with_prefix(settings.topic_prefix), settings.partitions)
-    broker.apply_acls([g for needs in plan(settings.app_id, settings.topic_prefix) for g in needs.grants()])
+    try:
+        broker.create_topics(TopicNames.with_prefix(settings.topic_prefix), settings.partitions)
+        broker.apply_acls([g for needs in plan(settings.app_id, settings.topic_prefix) for g in needs.grants()])
+    except BaseException:
+        broker.stop()  # no state file records it yet: nothing else would stop it
+        raise
     return broker
 
 

@@ -147,7 +147,7 @@ class SecureKafkaBroker(KafkaBroker):
             AclBinding(
                 ResourceType[g.resource.upper()],
                 g.name,
-                ResourcePatternType[g.pattern.upper()],
+                ResourcePatternType.LITERAL,
                 g.principal,
                 "*",
                 AclOperation[g.operation.upper()],

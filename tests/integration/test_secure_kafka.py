@@ -152,10 +152,11 @@ def test_refusals_are_one_line_within_seconds(secure_kafka: SecureKafkaBroker, t
             Needs("desk", "User:desk", writes=(judge,)),
             f"User:desk may not Write topic {judge}",
         ),
-        "the analyst reading the worker's group": (
+        "the analyst joining the worker's group": (
             secure_kafka.security("analyst"),
-            replace(needs_of("worker", d.app_id, d.prefix), principal="User:analyst"),
-            "User:analyst may not Read",
+            Needs("worker", "User:analyst", group=d.app_id),
+            f"User:analyst may not Read group {d.app_id}: add ACL: kafka-acls.sh --add --allow-principal "
+            f"User:analyst --operation Read --group {d.app_id}",
         ),
         "plaintext on the TLS port": (
             replace(secure_kafka.security("judge"), security_protocol="PLAINTEXT", sasl_mechanism=None),
