@@ -165,7 +165,9 @@ def claim_figures(values: Iterable[tuple[str, str, str]], *, resamples: int, see
 
 
 def _facts(conn: psycopg.Connection, query: str, params: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
-    """The rows of `query`, `FETCH_ROWS` at a time from a server-side cursor (inside the caller's transaction)."""
+    """The rows of `query`, `FETCH_ROWS` at a time from a server-side cursor (inside the caller's transaction).
+    Planned for reading every row, as a plain query is (a cursor's default plans for the first tenth)."""
+    conn.execute("SET LOCAL cursor_tuple_fraction = 1")
     with conn.cursor(name="judge_agreement_facts") as cur:
         cur.execute(query, params)
         while rows := cur.fetchmany(FETCH_ROWS):

@@ -622,6 +622,16 @@ class Projector:
         self._agreement_task = asyncio.create_task(self._refresh_agreement(force=False))
 
     async def _refresh_agreement(self, *, force: bool) -> None:
+        started = time.monotonic()
+        try:
+            await self._refresh_agreement_once(force=force)
+        finally:
+            # A refresh reads a rubric's every fact, so it lasts longer as the data grows: the next one waits
+            # AGREEMENT_IDLE_FACTOR times as long (a failed one too), so refreshes take at most a tenth of a core.
+            idle = AGREEMENT_IDLE_FACTOR * (time.monotonic() - started)
+            self._agreement_next = max(self._agreement_next, time.monotonic() + idle)
+
+    async def _refresh_agreement_once(self, *, force: bool) -> None:
         try:
             if self._agreement_conn is None or self._agreement_conn.closed:
                 self._agreement_conn = await asyncio.to_thread(self._connect)
@@ -643,9 +653,6 @@ class Projector:
             return
         self.stats.agreement_refreshes += done
         self.stats.seconds_agreement += seconds
-        # A refresh reads a rubric's every fact, so it lasts longer as the data grows: the next one waits
-        # AGREEMENT_IDLE_FACTOR times as long, and refreshes take at most a tenth of a core however big the data.
-        self._agreement_next = max(self._agreement_next, time.monotonic() + AGREEMENT_IDLE_FACTOR * seconds)
         if done:
             self.stats.timings.seconds["(agreement refresh, beside the batches)"] += seconds
             self.stats.timings.rows["(agreement refresh, beside the batches)"] += done
