@@ -588,7 +588,8 @@ def report_html(data: dict[str, Any]) -> str:
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>judgeflow dashboard</title>
 <style>{style}</style><script src="/static/plotly.min.js"></script></head><body>
-<h1>judgeflow dashboard</h1><p><a id="calibration-link" href="/calibration">Calibration from reviews, per rubric</a></p>
+<h1>judgeflow dashboard</h1><p><a id="calibration-link" href="/calibration">Calibration from reviews, per rubric</a>
+<button id="sign-out" hidden>Sign out</button></p>
 <p id="status">loading…</p><div id="problem" class="problem" role="alert" hidden></div>
 <div id="alerts"></div>
 <div class="grid">{divs}</div><div id="runs"></div><div id="table"></div><div id="agreement-box"></div>
@@ -614,6 +615,17 @@ function showProblem(p) {{
   document.getElementById('status').textContent = 'no data to show; checking again every {refresh}s';
   document.body.dataset.state = 'problem';
 }}
+(async () => {{  // signed in (--users): a way out; /api/session answers only then
+  const r = await fetch('/api/session').catch(() => null);
+  if (!r || !r.ok) return;
+  const s = await r.json();
+  const out = document.getElementById('sign-out');
+  out.hidden = false;
+  out.addEventListener('click', async () => {{
+    await fetch('/logout', {{method: 'POST', headers: {{'X-CSRF-Token': s.csrf}}}}).catch(() => null);
+    location.href = '/login';
+  }});
+}})();
 async function refresh() {{
   let r, d;
   try {{

@@ -230,7 +230,8 @@ LOGIN_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>judgeflow: sign in</title>
 <style>body{{font:15px/1.45 system-ui,sans-serif;background:#f6f7f9;color:#1d2330}}
 form{{max-width:22rem;margin:4rem auto;background:#fff;border:1px solid #dde1e8;border-radius:6px;padding:1.2rem}}
-label{{display:block;margin:.6rem 0}} input{{width:100%;font:inherit;padding:.3rem}} .error{{color:#8a1c17}}</style>
+label{{display:block;margin:.6rem 0}} input{{box-sizing:border-box;width:100%;font:inherit;padding:.3rem}}
+.error{{color:#8a1c17}}</style>
 </head><body><form method="post" action="/login"><h1>Sign in</h1><p class="error" id="message">{message}</p>
 <input type="hidden" name="csrf" value="{csrf}">
 <label>Name <input name="user" autocomplete="username" required autofocus></label>

@@ -191,6 +191,34 @@ def test_dashboard_loads_with_non_empty_charts_in_headless_chromium(database_url
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_an_analyst_signs_in_and_out_of_the_dashboard(database_url: str, demo_schema: str, tmp_path: Path) -> None:
+    """`dashboard --users FILE` in Chromium: the sign-in form's fields fit inside it, the charts come after
+    sign-in, and Sign out ends the session (the page asks to sign in again)."""
+    from playwright.sync_api import expect
+
+    from judgeflow.web_auth import add_user
+
+    users = tmp_path / "analysts.txt"
+    add_user(users, "ana", "a long analyst password")
+    command = ["dashboard", "--schema", demo_schema, "--users", str(users)]
+    with judgeflow_server(command, {"DATABASE_URL": database_url}, "dashboard") as base, browser_page(900, 900) as page:
+        page.goto(f"{base}/")
+        expect(page).to_have_url(f"{base}/login")
+        form = page.locator("form").bounding_box()
+        fields = [page.locator(f"input[name={n}]").bounding_box() for n in ("user", "password")]
+        assert form and all(f and f["x"] + f["width"] <= form["x"] + form["width"] for f in fields), (form, fields)
+        page.fill("input[name=user]", "ana")
+        page.fill("input[name=password]", "a long analyst password")
+        page.click("button[type=submit]")
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        expect(page.locator("#sign-out")).to_be_visible()
+        page.click("#sign-out")
+        expect(page).to_have_url(f"{base}/login")
+        page.goto(f"{base}/")
+        expect(page).to_have_url(f"{base}/login")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
 def test_dashboard_without_read_models_says_what_is_missing_and_the_fix_works(database_url: str) -> None:
     """A new user's first run: no schema yet. The API and the page name it and the command that
     fixes it; after running that very command the page shows data without a reload."""
