@@ -450,6 +450,12 @@ async def _warm(run: Run, units: int) -> None:
     run.output_sent.clear()
 
 
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM ends the soak as Ctrl-C does, through its cleanup: the broker, Postgres, worker and projector
+    run in sessions of their own and would otherwise outlive it."""
+    raise SystemExit(128 + signum)
+
+
 def run_soak(options: SoakOptions, progress: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Run the soak; return its results (`bench.soak_report` writes and judges them)."""
     options.check()
@@ -469,6 +475,7 @@ def run_soak(options: SoakOptions, progress: Callable[[dict[str, Any]], None]) -
         Mix(names, options.seed),
         {"worker": free_port(), "projector": free_port()},
     )
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a `kill` stops the services too
     try:
         asyncio.run(harness.create(broker.bootstrap, names))
         migrate(pg.url, run.schema)
@@ -477,6 +484,7 @@ def run_soak(options: SoakOptions, progress: Callable[[dict[str, Any]], None]) -
         asyncio.run(_timed(run, progress))
         accounting = asyncio.run(_account(run))
     finally:
+        signal.signal(signal.SIGTERM, previous)
         for proc in run.procs.values():
             proc.stop()
         pg.stop()
