@@ -168,6 +168,12 @@ class Process:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    def signal(self, signum: int) -> None:
+        """Send `signum` (SIGSTOP pauses the process, SIGCONT resumes it) while it runs."""
+        if self.alive():
+            assert self.popen is not None
+            self.popen.send_signal(signum)
+
     def rss_mb(self) -> float:
         """Resident set size from /proc (Linux), in MiB."""
         assert self.popen is not None

@@ -1,16 +1,13 @@
-"""The claim step alone (validate, route, publish), judgeflow against the peer and
-against a bare Faust app doing the peer's step, and judgeflow with one and with two
-worker processes; worker memory over a long run.
+"""Worker memory over a long run of claim checks (the claim step's speed is `bench.backlog`'s).
 
-Each pass gets fresh topics, starts its processes, pushes one warm-up claim
-through them (start-up and group joins are not measured), then sends the
-claims and waits until every decision is on the routing topics.
+The pass gets fresh topics, starts one worker, pushes one warm-up claim through it (start-up and the group
+join are not measured), then sends the claims and reads the worker's RSS after the first and the last
+decision is on the routing topics.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -19,13 +16,6 @@ from pathlib import Path
 from bench import harness
 from judgeflow import workload
 from streams.topics import TopicNames
-
-
-@dataclass
-class StepResult:
-    events: int
-    events_per_s: float
-    rss_mb: list[float]
 
 
 def claims(names: TopicNames, count: int, seed: int, start: int = 0) -> list[harness.Record]:
@@ -47,63 +37,6 @@ async def _warm(bootstrap: str, names: TopicNames, procs: list[harness.Process])
     await harness.wait_for_count(
         bootstrap, _routes(names), 1, timeout=180.0, alive=lambda: all(p.alive() for p in procs)
     )
-
-
-async def measure_step(
-    bootstrap: str,
-    workdir: Path,
-    *,
-    engine: str,
-    events: int,
-    workers: int = 1,
-    seed: int = 3,
-    store: str = "memory://",
-) -> StepResult:
-    """`engine` is "judgeflow" (the worker), "peer" (bench.peer on Quix Streams) or
-    "faust_bare" (bench.faust_bare: the peer's step on bare faust-streaming)."""
-    prefix = harness.new_prefix(engine[:4])
-    names = TopicNames.with_prefix(prefix)
-    await harness.create(bootstrap, names)
-    if engine == "judgeflow":
-        env = harness.worker_env(bootstrap, prefix, workdir, JUDGEFLOW_STORE=store)
-        procs = [
-            harness.Process(
-                ["worker", "--loglevel", os.environ.get("BENCH_WORKER_LOGLEVEL", "warn")],
-                env | {"JUDGEFLOW_DATA_DIR": str(workdir / f"{prefix}{i}")},
-                workdir / f"{prefix}{i}.log",
-            )
-            for i in range(workers)
-        ]
-    elif engine in ("peer", "faust_bare"):
-        env = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "BENCH_TOPIC_PREFIX": prefix}
-        procs = [harness.Process([], env, workdir / f"{prefix}{engine}.log", module=f"bench.{engine}")]
-    else:
-        raise ValueError(f"unknown engine {engine!r}")
-    procs[0].start()
-    try:
-        await _warm(bootstrap, names, procs[:1])
-        if workers > 1:
-            # Scale out the way a deployment does, one worker after the other: with
-            # both started at once, Faust's first rebalance sometimes never settled
-            # (both idle, no partition fetched; cf. faust-streaming#629).
-            for p in procs[1:]:
-                p.start()
-            await harness.send_all(bootstrap, claims(names, 64, seed, start=10_000_000))
-            await harness.wait_for_count(
-                bootstrap, _routes(names), 65, timeout=180.0, alive=lambda: all(p.alive() for p in procs)
-            )
-        ends = await harness.end_offsets(bootstrap, _routes(names))
-        already = sum(ends.values())
-        records = claims(names, events, seed)
-        t0 = time.time()
-        await harness.send_all(bootstrap, records)
-        done = await harness.wait_for_count(
-            bootstrap, _routes(names), already + events, timeout=900.0, alive=lambda: all(p.alive() for p in procs)
-        )
-        return StepResult(events, events / (done - t0), [p.rss_mb() for p in procs])
-    finally:
-        for p in procs:
-            p.stop()
 
 
 @dataclass
