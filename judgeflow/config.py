@@ -17,6 +17,7 @@ from typing import Any
 from streams.drift import DriftOptions, parse_windows
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+PRODUCERS = ("librdkafka", "aiokafka")
 _HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
 
@@ -72,6 +73,9 @@ class Settings:
     session_timeout_seconds: float = 60.0
     state_retention_seconds: float = 7 * 24 * 3600.0
     producer_linger_ms: float = 20.0
+    producer: str = "librdkafka"
+    commit_interval_seconds: float = 2.8  # Faust's broker_commit_interval
+    """What the worker's stages publish through: "librdkafka" (confluent-kafka) or "aiokafka" (Faust's)."""
     take_events: int = 256  # streams.app.TAKE_EVENTS
     poll_records: int = 2000  # streams.app.POLL_RECORDS
     agent_slice_ms: float = 5.0  # streams.app.SLICE_MS
@@ -120,6 +124,8 @@ ENV = {
     "JUDGEFLOW_SESSION_TIMEOUT": "session_timeout_seconds",
     "JUDGEFLOW_STATE_RETENTION": "state_retention_seconds",
     "JUDGEFLOW_PRODUCER_LINGER_MS": "producer_linger_ms",
+    "JUDGEFLOW_PRODUCER": "producer",
+    "JUDGEFLOW_COMMIT_INTERVAL": "commit_interval_seconds",
     "JUDGEFLOW_TAKE_EVENTS": "take_events",
     "JUDGEFLOW_POLL_RECORDS": "poll_records",
     "JUDGEFLOW_AGENT_SLICE_MS": "agent_slice_ms",
@@ -248,6 +254,10 @@ def validate(settings: Settings) -> None:
         raise ConfigError("JUDGEFLOW_LOG_REPEAT_SECONDS: must be positive")
     if settings.ready_lag < 0:
         raise ConfigError("JUDGEFLOW_READY_LAG: must be 0 or more")
+    if settings.producer not in PRODUCERS:
+        raise ConfigError(f"JUDGEFLOW_PRODUCER: one of {', '.join(PRODUCERS)}, not {settings.producer!r}")
+    if settings.commit_interval_seconds <= 0:
+        raise ConfigError("JUDGEFLOW_COMMIT_INTERVAL: must be positive")
     if settings.poll_records < 0:
         raise ConfigError("JUDGEFLOW_POLL_RECORDS: must be 0 (no limit) or more")
     if settings.rocksdb_memory_mb < 1:

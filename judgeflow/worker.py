@@ -35,6 +35,18 @@ def _credentials(settings: Settings) -> Any:
     return faust.SSLCredentials(ssl_context)
 
 
+def producer_config(settings: Settings) -> dict[str, Any] | None:
+    """librdkafka's settings for the stages' producer (same servers and security as every client), or None
+    when `JUDGEFLOW_PRODUCER=aiokafka`."""
+    if settings.producer != "librdkafka":
+        return None
+    from judgeflow.kafka_access import librdkafka_config
+
+    config = librdkafka_config(settings.kafka_bootstrap_servers, settings.kafka_security)
+    config.update({"logger": logging.getLogger("judgeflow.librdkafka"), "log_level": 6})
+    return config
+
+
 def worker_options(settings: Settings) -> WorkerOptions:
     return WorkerOptions(
         bootstrap_servers=settings.kafka_bootstrap_servers,
@@ -54,6 +66,8 @@ def worker_options(settings: Settings) -> WorkerOptions:
         max_payload_bytes=settings.max_payload_bytes,
         state_retention=timedelta(seconds=settings.state_retention_seconds),
         producer_linger_ms=settings.producer_linger_ms,
+        producer_config=producer_config(settings),
+        commit_interval_seconds=settings.commit_interval_seconds,
         take_events=settings.take_events,
         poll_records=settings.poll_records,
         agent_slice_ms=settings.agent_slice_ms,

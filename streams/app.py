@@ -23,6 +23,7 @@ from streams.durable_commit import DurableApp
 from streams.envelope import utc_now
 from streams.liveness import LivenessOptions, WatchdogLoop
 from streams.outage import Reachability
+from streams.rdkafka_producer import OutgoingProducer
 from streams.rubric_cache import RubricCache, RubricStage
 from streams.runs import RunStage
 from streams.stage import Clock, HoldBudget
@@ -76,6 +77,11 @@ class WorkerOptions:
     """Grace past a run's deadline, and for held events, before a stale-work alert."""
     max_held_events: int = 100_000
     producer_linger_ms: float = 20.0
+    commit_interval_seconds: float = 2.8
+    """How often offsets are committed (each commit first waits until what was published is acknowledged)."""
+    producer_config: dict[str, Any] | None = None
+    """librdkafka's settings (bootstrap servers, security) for the producer the stages publish through
+    (`streams.rdkafka_producer`); None: they publish through Faust's aiokafka producer."""
     take_events: int = TAKE_EVENTS
     poll_records: int = POLL_RECORDS
     """0: no limit."""
@@ -153,6 +159,7 @@ def _durable_app(options: WorkerOptions, store_url: str) -> WorkerApp:
         # How long the group waits for a silent (crashed) worker before its partitions move to the others.
         broker_session_timeout=options.session_timeout_seconds,
         producer_linger_ms=options.producer_linger_ms,
+        broker_commit_interval=options.commit_interval_seconds,
         # Batches of up to 1 MiB per partition, and room in each stream's buffer for a whole take of events.
         producer_max_batch_size=1 << 20,
         stream_buffer_maxsize=max(4096, 4 * options.take_events),
@@ -184,6 +191,8 @@ def build_app(options: WorkerOptions) -> WorkerApp:
     names = options.names
     store_url, store = _stores(options)
     app = _durable_app(options, store_url)
+    if options.producer_config is not None:
+        app.outgoing = OutgoingProducer(options.producer_config, linger_ms=options.producer_linger_ms)
     cache = RubricCache(options.bootstrap_servers, names.rubrics, **options.client_kwargs)
     common = dict(
         clock=options.clock,

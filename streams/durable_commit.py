@@ -43,6 +43,7 @@ from faust.types import TP, ConsumerT, ProducerT
 from faust.types.tuples import FutureMessage
 
 from streams.batched_delivery import deliver_in_batches
+from streams.rdkafka_producer import DeliveryFailed, OutgoingProducer
 
 _RECHECK_SECONDS = 1.0
 
@@ -148,10 +149,12 @@ class UnhandledGuard:
 
 
 class DurableApp(faust.App):
-    """faust.App whose producer uses DrainingProducerBuffer and whose consumer
+    """faust.App whose producer uses DrainingProducerBuffer and also flushes `outgoing` (the librdkafka
+    producer the stages publish through, when there is one) before offsets are committed, and whose consumer
     also rewinds uncommitted partitions of `stream_topics` on recovery."""
 
     stream_topics: frozenset[str] = frozenset()
+    outgoing: OutgoingProducer | None = None
     batched_delivery: bool = True
     """Deliver each fetch to the streams in one step (`streams.batched_delivery`)."""
 
@@ -183,4 +186,16 @@ class DurableApp(faust.App):
         if getattr(old, "threaded_producer", None) is not None:
             buffer.threaded_producer = old.threaded_producer
         producer.buffer = buffer
+        flush_faust, app = producer.flush, self
+
+        async def flush() -> None:  # what Faust awaits before it commits offsets
+            if app.outgoing is not None:
+                try:
+                    await app.outgoing.flush()
+                except DeliveryFailed as exc:
+                    log.error("offsets not committed: %s", exc)
+                    raise
+            await flush_faust()
+
+        producer.flush = flush
         return producer

@@ -97,16 +97,18 @@ def count(record: Outgoing) -> None:
 
 
 class Publisher:
-    """Hands each record straight to aiokafka's accumulator (no Faust buffer in between: it sends one message
-    at a time, and a full buffer holds up every consumed message); Faust's commit flushes the aiokafka producer
-    first, so offsets never pass a record that was not delivered."""
+    """Hands each record to the app's `OutgoingProducer` (librdkafka) when it has one, else straight to
+    aiokafka's accumulator (no Faust buffer in between: it sends one message at a time, and a full buffer
+    holds up every consumed message). Either way `DurableApp`'s commit flushes it first, so offsets never
+    pass a record that was not delivered."""
 
     def __init__(self, app: Any, names: TopicNames) -> None:
         self.app = app
         self.topic_of = names.all()
 
     async def publish(self, node: str, writes: tuple[str, ...], records: list[Outgoing]) -> None:
-        producer = self.app.producer._ensure_producer()
+        outgoing = self.app.outgoing
+        producer = outgoing if outgoing is not None else self.app.producer._ensure_producer()
         for record in records:
             if record.role not in writes:
                 raise RuntimeError(f"{node} may not write {record.role}")

@@ -1,0 +1,154 @@
+"""The worker's outgoing records through librdkafka (confluent-kafka), beside Faust's own producer.
+
+aiokafka builds every record batch and every produce request in Python on the event loop the stages run
+on; librdkafka does it in its own threads, in C. Faust keeps consuming, keeping tables and writing their
+changelogs with aiokafka; everything a stage publishes (decisions, revisions, alerts, re-keyed and
+validated records, dead letters) goes through one `OutgoingProducer`: idempotent, acks=all, partitioned by
+murmur2 as aiokafka and Java clients do, so a key lands on the partition it always did.
+
+The durable commit's promise holds as it did with aiokafka: `DurableApp` awaits `flush()` before Faust
+commits offsets, and `flush()` returns once every record produced before it began is acknowledged by the
+broker. Records produced while it waits (the agents keep running) belong to the next commit and do not hold
+this one up. A record the broker refused (or a fatal producer error) makes `flush()` raise
+`DeliveryFailed` naming its topic: that commit does not happen, so the inputs are read again after the
+restart that follows, and their records are produced again with the same ids.
+
+Delivery reports are served by one daemon thread that calls `poll`; it wakes the event loop only when a
+flush or a full queue waits on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+log = logging.getLogger("judgeflow.streams")
+
+RECHECK_SECONDS = 1.0
+"""A waiting flush rechecks at least this often (the poll thread also wakes it)."""
+
+DEFAULTS: dict[str, Any] = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "partitioner": "murmur2_random",
+    "batch.size": 1 << 20,
+    "queue.buffering.max.messages": 200_000,
+    # Retry for as long as the broker is away: the worker's outage policy (streams.outage) decides when a
+    # process gives up, not a delivery timeout that would turn an outage into lost records.
+    "message.timeout.ms": 0,
+}
+
+
+class DeliveryFailed(RuntimeError):
+    """The broker did not take a record: the commit that waited for it must not happen."""
+
+
+class _Epoch:
+    """The records produced between two flushes. `produced` is written by the event loop only, `delivered`
+    by the poll thread only (the delivery reports), so neither needs a lock."""
+
+    __slots__ = ("produced", "delivered", "failures")
+
+    def __init__(self) -> None:
+        self.produced = 0
+        self.delivered = 0
+        self.failures: list[str] = []
+
+    def report(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+        self.delivered += 1
+
+    def done(self) -> bool:
+        return self.delivered >= self.produced
+
+
+class OutgoingProducer:
+    """One librdkafka producer for every record the worker's stages publish."""
+
+    def __init__(self, config: dict[str, Any], *, linger_ms: float) -> None:
+        from confluent_kafka import Producer
+
+        self.fatal: str | None = None
+        self._producer = Producer({**DEFAULTS, "linger.ms": linger_ms, "error_cb": self._on_error, **config})
+        self._epochs = [_Epoch()]
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._progress: asyncio.Event | None = None
+        self._waiters = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve_reports, name="librdkafka-reports", daemon=True)
+
+    def _started(self) -> asyncio.Event:
+        if self._progress is None:
+            self._loop = asyncio.get_running_loop()
+            self._progress = asyncio.Event()
+            self._thread.start()
+        return self._progress
+
+    def _serve_reports(self) -> None:
+        while not self._stop.is_set():
+            if self._producer.poll(0.1) and self._waiters and self._loop is not None:
+                self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if self._progress is not None:
+            self._progress.set()
+
+    def _on_error(self, err: Any) -> None:
+        if err.fatal():
+            self.fatal = str(err)
+            log.error("the librdkafka producer failed for good: %s", err)
+        else:
+            log.debug("librdkafka: %s", err)
+
+    async def send(
+        self, topic: str, value: bytes | None, key: bytes | None, headers: Sequence[tuple[str, bytes]] | None
+    ) -> None:
+        """Hand one record to librdkafka; waits (without blocking the loop) only while its queue is full."""
+        progress = self._started()
+        epoch = self._epochs[-1]
+        while True:
+            try:
+                self._producer.produce(topic, value, key, headers=headers or None, on_delivery=epoch.report)
+                break
+            except BufferError:
+                await self._wait(progress)
+        epoch.produced += 1
+
+    async def _wait(self, progress: asyncio.Event) -> None:
+        progress.clear()
+        self._waiters += 1
+        try:
+            await asyncio.wait_for(progress.wait(), RECHECK_SECONDS)
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters -= 1
+
+    async def flush(self) -> None:
+        """Return once every record produced before this call is acknowledged; raise `DeliveryFailed` if
+        one was refused (module docstring)."""
+        if self._progress is None:
+            return  # nothing was ever produced
+        waiting_for = list(self._epochs)
+        self._epochs.append(_Epoch())
+        while not all(e.done() for e in waiting_for) and self.fatal is None:
+            await self._wait(self._progress)
+        failures = [f for e in waiting_for for f in e.failures]
+        self._epochs = [e for e in self._epochs if e not in waiting_for or not e.done()]
+        if self.fatal is not None:
+            raise DeliveryFailed(f"the librdkafka producer failed: {self.fatal}")
+        if failures:
+            raise DeliveryFailed(f"{len(failures)} records not delivered, first {failures[0]}")
+
+    def outstanding(self) -> int:
+        """Records librdkafka holds that the broker has not acknowledged yet."""
+        return len(self._producer)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Deliver what can be delivered within `timeout`, then stop the report thread."""
+        self._producer.flush(timeout)
+        self._stop.set()
