@@ -14,10 +14,12 @@ NAMESPACE = uuid.UUID("0d9a3b7e-2f6c-5e41-9b8a-5c3f1e7d2a64")
 _NAMESPACE_BYTES = NAMESPACE.bytes
 
 
+_VARIANT = {c: format(int(c, 16) & 0x3 | 0x8, "x") for c in "0123456789abcdef"}
+"""The RFC 4122 variant bits (10xx) set in the hex digit that holds them."""
+
+
 def event_id(step: str, *identity: object) -> str:
-    name = step + "|" + "|".join(str(p) for p in identity)
-    digest = bytearray(sha1(_NAMESPACE_BYTES + name.encode()).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    name = step + "|" + "|".join(map(str, identity))
+    h = sha1(_NAMESPACE_BYTES + name.encode()).hexdigest()
+    # Version 5 is the 13th hex digit; the variant, the top bits of the 17th.
+    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"

@@ -104,19 +104,26 @@ class OutgoingProducer:
         else:
             log.debug("librdkafka: %s", err)
 
+    def offer(
+        self, topic: str, value: bytes | None, key: bytes | None, headers: Sequence[tuple[str, bytes]] | None
+    ) -> bool:
+        """Hand one record to librdkafka, unless its queue is full (False: `send` it instead)."""
+        if self._progress is None:
+            self._started()
+        epoch = self._epochs[-1]
+        try:
+            self._producer.produce(topic, value, key, headers=headers or None, on_delivery=epoch.report)
+        except BufferError:
+            return False
+        epoch.produced += 1
+        return True
+
     async def send(
         self, topic: str, value: bytes | None, key: bytes | None, headers: Sequence[tuple[str, bytes]] | None
     ) -> None:
         """Hand one record to librdkafka; waits (without blocking the loop) only while its queue is full."""
-        progress = self._started()
-        epoch = self._epochs[-1]
-        while True:
-            try:
-                self._producer.produce(topic, value, key, headers=headers or None, on_delivery=epoch.report)
-                break
-            except BufferError:
-                await self._wait(progress)
-        epoch.produced += 1
+        while not self.offer(topic, value, key, headers):
+            await self._wait(self._started())
 
     async def _wait(self, progress: asyncio.Event) -> None:
         progress.clear()
