@@ -43,6 +43,7 @@ from faust.types import TP, ConsumerT, ProducerT
 from faust.types.tuples import FutureMessage
 
 from streams.batched_delivery import deliver_in_batches
+from streams.fetch_wait import shorten_fetch_wait
 from streams.rdkafka_producer import DeliveryFailed, OutgoingProducer
 
 _RECHECK_SECONDS = 1.0
@@ -55,6 +56,11 @@ class DrainingProducerBuffer(ProducerBuffer):
     to aiokafka. Messages put later (the agents keep producing while offsets are committed) do not hold the
     flush up: waiting for an empty buffer made every commit wait for the whole backlog."""
 
+    max_messages = 1000
+    """Table writes queued before Faust holds back delivering new records until 1,000 of them are sent (its
+    own bound is 100). Each such wait hands the loop to the buffer one message at a time; at 100 a faster
+    claim step hit it dozens of times per 100,000 claims. Whatever the bound, a commit waits for them all."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         self.put_count = 0
@@ -63,6 +69,12 @@ class DrainingProducerBuffer(ProducerBuffer):
     def put(self, fut: FutureMessage) -> None:
         self.put_count += 1
         super().put(fut)
+
+    async def wait_until_ebb(self) -> None:
+        """Faust's conductor awaits this for every record it delivers; its own `size` reads a setting each time
+        (the threaded producer, which judgeflow does not use), so the queue is looked at directly first."""
+        if self.pending.qsize() > self.max_messages:
+            await super().wait_until_ebb()
 
     async def _send_pending(self, fut: FutureMessage) -> None:
         # Called right after the message left the queue: until it returns the
@@ -174,6 +186,7 @@ class DurableApp(faust.App):
 
         consumer.seek_to_committed = seek_to_committed_or_first
         UnhandledGuard(consumer, self.stream_topics).install()
+        shorten_fetch_wait(consumer)
         if self.batched_delivery:
             consumer._drain_messages = deliver_in_batches(consumer)
         return consumer

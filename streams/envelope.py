@@ -52,7 +52,9 @@ class Outgoing:
 
 def iso(ts: datetime) -> str:
     """UTC timestamps as emitted everywhere: ISO-8601 with a `Z`."""
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if ts.tzinfo is not UTC:  # the clock's own times are UTC already
+        ts = ts.astimezone(UTC)
+    return ts.isoformat().replace("+00:00", "Z")
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -23,6 +23,7 @@ from streams import metrics
 from streams.drift import DriftAccumulator
 from streams.edge import dead_letter
 from streams.envelope import H_ERROR_CODES, Outgoing, SourceRef, micros
+from streams.raw_records import RawRecords
 from streams.rubric_cache import RubricCache
 from streams.stage import Clock, HoldBudget, Inbound, State, Step
 from streams.sweep_index import SweepIndex
@@ -164,13 +165,7 @@ class StageAgent:
     def attach(self, app: Any, names: TopicNames, topology: Topology) -> None:
         self.app = app
         self.role_of = {name: role for role, name in names.all().items()}
-        channel = app.topic(
-            *(names.all()[r] for r in self.stage.reads),
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-        )
+        channel = app.topic(*(names.all()[r] for r in self.stage.reads), schema=RawRecords())
 
         async def process(stream: Any) -> None:  # Faust wants a function of the stream
             await self.process(stream)
@@ -243,7 +238,8 @@ class StageAgent:
         key = (msg.key or b"").decode(errors="replace")
         table = self.table
         try:
-            step = self.stage.handle(record, table.get(key) if table is not None else None)
+            # `in` first: Faust's `get` raises and catches a KeyError for every key it lacks (most of them).
+            step = self.stage.handle(record, table[key] if table is not None and key in table else None)
         except Exception as exc:  # a bug must not stall the partition
             log.exception("%s failed on %s", self.stage.name, record.src.coordinates())
             err = ContractError([ErrorDetail("INTERNAL_ERROR", (), repr(exc)[:500])])
