@@ -36,9 +36,10 @@ DEFAULTS: dict[str, Any] = {
     "partitioner": "murmur2_random",
     "batch.size": 1 << 20,
     "queue.buffering.max.messages": 200_000,
-    # Retry for as long as the broker is away: the worker's outage policy (streams.outage) decides when a
-    # process gives up, not a delivery timeout that would turn an outage into lost records.
-    "message.timeout.ms": 0,
+    # Retried for up to 5 minutes (librdkafka's default, the worker's default outage exit too). A record still
+    # not taken then fails the next commit's flush: that commit does not happen, and a shutdown during an
+    # outage ends instead of waiting for the broker forever. Nothing is lost: the input is read again.
+    "message.timeout.ms": 300_000,
 }
 
 
