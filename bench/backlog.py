@@ -142,8 +142,16 @@ def last_append_time(bootstrap: str, topics: Sequence[str]) -> float:
         consumer.close()
 
 
+def judge_outputs(names: TopicNames, count: int, seed: int) -> list[harness.Record]:
+    """`count` judge outputs of the pipeline's own workload (its runs' outputs, repeated)."""
+    from bench.pipeline import build_workload
+
+    outputs = [r for r in build_workload(names, max(1, count // 300), 0, seed).records if r[0] == names.judge_outputs]
+    return [outputs[i % len(outputs)] for i in range(count)]
+
+
 def engine_processes(
-    engine: str, bootstrap: str, names: TopicNames, prefix: str, workdir: Path, workers: int
+    engine: str, bootstrap: str, names: TopicNames, prefix: str, workdir: Path, workers: int, source: str
 ) -> list[harness.Process]:
     """The engine's processes, not started."""
     if engine == "judgeflow":
@@ -161,6 +169,7 @@ def engine_processes(
     if workers != 1:
         raise ValueError(f"{engine} runs as one process here")
     env = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "BENCH_TOPIC_PREFIX": prefix, "BENCH_PASSTHROUGH": engine}
+    env["BENCH_SOURCE"] = source.removeprefix(prefix)
     return [harness.Process([], env, workdir / f"{prefix}{engine}.log", module=MODULE[engine])]
 
 
@@ -170,9 +179,10 @@ def outputs_of(engine: str, names: TopicNames) -> list[str]:
     return [names.done, names.second_judge, names.human_review]
 
 
-async def _warm(bootstrap: str, names: TopicNames, outputs: list[str], procs: list[harness.Process]) -> None:
-    check = workload.claim_check(random.Random(0), "warm")
-    await asyncio.to_thread(produce_fast, bootstrap, [(names.checks, WARM_KEY, json.dumps(check).encode())])
+async def _warm(
+    bootstrap: str, names: TopicNames, outputs: list[str], procs: list[harness.Process], first: harness.Record
+) -> None:
+    await asyncio.to_thread(produce_fast, bootstrap, [first])
     await harness.wait_for_count(bootstrap, outputs, 1, timeout=180.0, alive=lambda: all(p.alive() for p in procs))
 
 
@@ -187,25 +197,41 @@ async def _scale_out(bootstrap: str, names: TopicNames, outputs: list[str], proc
 
 
 async def measure(
-    bootstrap: str, workdir: Path, *, engine: str, events: int, workers: int = 1, seed: int = 3
+    bootstrap: str,
+    workdir: Path,
+    *,
+    engine: str,
+    events: int,
+    workers: int = 1,
+    seed: int = 3,
+    inputs: str = "checks",
 ) -> BacklogResult:
-    """One pass of `engine` over a backlog of `events` claim checks (module docstring)."""
+    """One pass of `engine` over a backlog of `events` claim checks (module docstring); `inputs="judge_outputs"`:
+    of the pipeline's judge outputs instead (the passthroughs only: the pipeline's own ceiling)."""
     prefix = harness.new_prefix(engine[:5])
     names = TopicNames.with_prefix(prefix)
     await harness.create(bootstrap, names)
     outputs = outputs_of(engine, names)
     await asyncio.to_thread(stamp_append_time, bootstrap, outputs)
-    procs = engine_processes(engine, bootstrap, names, prefix, workdir, workers)
+    if inputs == "judge_outputs":
+        if not engine.endswith("passthrough"):
+            raise ValueError("only the passthroughs read judge outputs")
+        backlog: Iterable[harness.Record] = judge_outputs(names, events, seed)
+        first = judge_outputs(names, 1, seed + 1)[0]
+    else:
+        backlog = claim_checks(names, events, seed)
+        first = (names.checks, WARM_KEY, json.dumps(workload.claim_check(random.Random(0), "warm")).encode())
+    procs = engine_processes(engine, bootstrap, names, prefix, workdir, workers, first[0])
     procs[0].start()
     try:
-        await _warm(bootstrap, names, outputs, procs[:1])
+        await _warm(bootstrap, names, outputs, procs[:1], first)
         if workers > 1:
             await _scale_out(bootstrap, names, outputs, procs)
         already = sum((await harness.end_offsets(bootstrap, outputs)).values())
         for p in procs:
             p.signal(signal.SIGSTOP)
         try:
-            await asyncio.to_thread(produce_fast, bootstrap, claim_checks(names, events, seed))
+            await asyncio.to_thread(produce_fast, bootstrap, backlog)
         finally:
             cpu_before = sum(p.cpu_seconds() for p in procs)
             resumed = time.time()

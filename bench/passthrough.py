@@ -1,8 +1,9 @@
 """The ceilings: the least any Python consumer of the claim checks must do, with two Kafka clients.
 
-Each consumes `<prefix>judge.checks` from the start, decodes every check as JSON, re-encodes it and produces
-it keyed to `<prefix>routing.done`, without awaiting each send: none of judgeflow's validation, state or
-routing. `BENCH_PASSTHROUGH` picks the client:
+Each consumes `<prefix>judge.checks` (or `<prefix>` + `BENCH_SOURCE`: the bench's pipeline ceiling reads
+`judge.outputs`) from the start, decodes every record as JSON, re-encodes it and produces it keyed to
+`<prefix>routing.done`, without awaiting each send: none of judgeflow's validation, state or routing.
+`BENCH_PASSTHROUGH` picks the client:
 
 - `rdkafka_passthrough`: confluent-kafka (librdkafka), 1,000 records per `consume`. The ceiling the bench's
   ratios are taken against: the fastest a Python process here moves these records.
@@ -79,7 +80,7 @@ async def aiokafka(bootstrap: str, source: str, target: str) -> None:
 
 def main() -> None:
     bootstrap, prefix = os.environ["KAFKA_BOOTSTRAP_SERVERS"], os.environ["BENCH_TOPIC_PREFIX"]
-    source, target = prefix + "judge.checks", prefix + "routing.done"
+    source, target = prefix + os.environ.get("BENCH_SOURCE", "judge.checks"), prefix + "routing.done"
     which = os.environ["BENCH_PASSTHROUGH"]
     if which == "rdkafka_passthrough":
         rdkafka(bootstrap, source, target)

@@ -910,6 +910,7 @@ def demo(runs: int, claims: int, seed: int, timeout: float, keep: bool) -> None:
 @click.option("--quick", is_flag=True, help="reduced workload (under 3 minutes), same keys")
 @click.option("--runs", type=int, default=None, help="evaluation runs in the pipeline (3 judges each)")
 @click.option("--claims", type=int, default=None, help="claim checks in the pipeline")
+@click.option("--ceiling-events", type=int, default=None, help="judge outputs through the aiokafka ceiling")
 @click.option("--step-events", type=int, default=None, help="the claim-check backlog every engine's step consumes")
 @click.option("--memory-small", type=int, default=None, help="claims before the first RSS reading")
 @click.option("--memory-large", type=int, default=None, help="claims before the second RSS reading")

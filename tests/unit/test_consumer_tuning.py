@@ -1,0 +1,44 @@
+"""The worker consumer's two departures from Faust's defaults: a short fetch wait (`streams.fetch_wait`) and
+channels whose events carry the raw bytes (`streams.raw_records`). Their speed is measured by the bench;
+these hold what they do."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import faust
+from faust.types.tuples import Message
+
+from streams.durable_commit import DurableApp
+from streams.fetch_wait import FETCH_MAX_WAIT_MS
+from streams.raw_records import RawRecords
+
+
+def _app() -> Any:
+    return DurableApp("consumer-tuning-test", broker="kafka://127.0.0.1:1", web_enabled=False)
+
+
+def test_the_worker_consumer_lets_an_empty_fetch_wait_100_ms_not_fausts_1500() -> None:
+    async def made() -> int:
+        consumer = _app().consumer
+        aiokafka_consumer = consumer._thread._create_worker_consumer(consumer.transport)
+        return int(aiokafka_consumer._fetch_max_wait_ms)
+
+    assert FETCH_MAX_WAIT_MS == 100
+    assert asyncio.run(made()) == 100
+
+
+def test_raw_records_make_the_event_fausts_raw_schema_makes() -> None:
+    async def both(key: bytes | None, value: bytes | None) -> tuple[Any, Any]:
+        app = _app()
+        ours = RawRecords().compile(app)
+        faust_raw = faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+        reference = faust_raw.compile(app)
+        message = Message("judge.checks", 2, 41, 1.7e9, 0, [("judgeflow-source", b"checks:2:41")], key, value, None)
+        return await ours(message), await reference(message)
+
+    for key, value in ((b"claim-1", b'{"a":1}'), (None, b"v"), (b"k", None), (b"", b"\xff\x00")):
+        event, expected = asyncio.run(both(key, value))
+        assert (event.key, event.value, event.headers) == (expected.key, expected.value, expected.headers)
+        assert event.message is expected.message or event.message == expected.message
