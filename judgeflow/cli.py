@@ -154,11 +154,13 @@ def worker(ctx: click.Context, loglevel: str) -> None:
 
     from judgeflow.acl import Grant, fix_hint
     from judgeflow.allocator import pin_mmap_threshold
+    from judgeflow.collector import set_young_threshold
     from judgeflow.worker import build_worker
     from streams.topics import CreateRefused, TopicNames, ensure_topics
 
     settings = _settings(ctx)
     pin_mmap_threshold(settings.malloc_mmap_threshold)
+    set_young_threshold(settings.gc_threshold)
     names = TopicNames.with_prefix(settings.topic_prefix)
     needs = _kafka_access(settings, "worker")
     try:

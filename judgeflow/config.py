@@ -80,6 +80,7 @@ class Settings:
     poll_records: int = 2000  # streams.app.POLL_RECORDS
     agent_slice_ms: float = 5.0  # streams.app.SLICE_MS
     malloc_mmap_threshold: int = 128 * 1024  # judgeflow.allocator.MMAP_THRESHOLD
+    gc_threshold: int = 20_000  # judgeflow.collector.YOUNG_THRESHOLD
     rocksdb_memory_mb: int = 32  # streams.rocksdb_memory.MEMORY_BUDGET
     stale_after_seconds: float = 300.0
     max_held_events: int = 100_000
@@ -130,6 +131,7 @@ ENV = {
     "JUDGEFLOW_POLL_RECORDS": "poll_records",
     "JUDGEFLOW_AGENT_SLICE_MS": "agent_slice_ms",
     "JUDGEFLOW_MALLOC_MMAP_THRESHOLD": "malloc_mmap_threshold",
+    "JUDGEFLOW_GC_THRESHOLD": "gc_threshold",
     "JUDGEFLOW_ROCKSDB_MEMORY_MB": "rocksdb_memory_mb",
     "JUDGEFLOW_STALE_AFTER": "stale_after_seconds",
     "JUDGEFLOW_MAX_HELD_EVENTS": "max_held_events",
@@ -260,6 +262,8 @@ def validate(settings: Settings) -> None:
         raise ConfigError("JUDGEFLOW_COMMIT_INTERVAL: must be positive")
     if settings.poll_records < 0:
         raise ConfigError("JUDGEFLOW_POLL_RECORDS: must be 0 (no limit) or more")
+    if settings.gc_threshold < 0:
+        raise ConfigError("JUDGEFLOW_GC_THRESHOLD: must be 0 (CPython's default) or more")
     if settings.rocksdb_memory_mb < 1:
         raise ConfigError("JUDGEFLOW_ROCKSDB_MEMORY_MB: must be at least 1")
     try:
