@@ -23,7 +23,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,10 +64,11 @@ class BacklogResult:
         return self.cpu_s / self.events * 1e6
 
 
-def claim_checks(names: TopicNames, count: int, seed: int) -> Iterable[harness.Record]:
-    """`count` claim checks as the judges publish them, keyed by claim id (made lazily: 100,000 of them)."""
+def claim_checks(names: TopicNames, count: int, seed: int, start: int = 0) -> Iterator[harness.Record]:
+    """`count` claim checks as the judges publish them, keyed by claim id (`start` is the first id's number),
+    made lazily: 100,000 of them."""
     rng = random.Random(seed)
-    for c in range(count):
+    for c in range(start, start + count):
         claim_id = f"claim-{seed}-{c:07d}"
         yield names.checks, claim_id.encode(), json.dumps(workload.claim_check(rng, claim_id)).encode()
 
@@ -179,9 +180,13 @@ def outputs_of(engine: str, names: TopicNames) -> list[str]:
     return [names.done, names.second_judge, names.human_review]
 
 
-async def _warm(
-    bootstrap: str, names: TopicNames, outputs: list[str], procs: list[harness.Process], first: harness.Record
-) -> None:
+def warm_check(names: TopicNames) -> harness.Record:
+    """The one check every pass pushes through its engine before measuring."""
+    return names.checks, WARM_KEY, json.dumps(workload.claim_check(random.Random(0), "warm")).encode()
+
+
+async def warm(outputs: list[str], procs: list[harness.Process], first: harness.Record, bootstrap: str) -> None:
+    """Push `first` through the started engine: its start-up and group join are not measured."""
     await asyncio.to_thread(produce_fast, bootstrap, [first])
     await harness.wait_for_count(bootstrap, outputs, 1, timeout=180.0, alive=lambda: all(p.alive() for p in procs))
 
@@ -220,11 +225,11 @@ async def measure(
         first = judge_outputs(names, 1, seed + 1)[0]
     else:
         backlog = claim_checks(names, events, seed)
-        first = (names.checks, WARM_KEY, json.dumps(workload.claim_check(random.Random(0), "warm")).encode())
+        first = warm_check(names)
     procs = engine_processes(engine, bootstrap, names, prefix, workdir, workers, first[0])
     procs[0].start()
     try:
-        await _warm(bootstrap, names, outputs, procs[:1], first)
+        await warm(outputs, procs[:1], first, bootstrap)
         if workers > 1:
             await _scale_out(bootstrap, names, outputs, procs)
         already = sum((await harness.end_offsets(bootstrap, outputs)).values())
@@ -242,6 +247,8 @@ async def measure(
         )
         cpu_s = sum(p.cpu_seconds() for p in procs) - cpu_before
         total = sum((await harness.end_offsets(bootstrap, outputs)).values())
+        if total - already != events:  # a duplicate would have ended the wait early and inflated the rate
+            raise RuntimeError(f"{engine} wrote {total - already} outputs for {events} inputs")
         last = await asyncio.to_thread(last_append_time, bootstrap, outputs)
         return BacklogResult(engine, events, last - resumed, cpu_s, total - already, workers)
     finally:

@@ -35,17 +35,6 @@ async def create(bootstrap: str, names: TopicNames, partitions: int = PARTITIONS
     await ensure_topics(bootstrap, names, partitions=partitions, replication=1)
 
 
-async def create_plain(bootstrap: str, topics: Sequence[str], partitions: int = PARTITIONS) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(t, partitions, 1) for t in topics])
-    finally:
-        await admin.close()
-
-
 def producer(bootstrap: str, **kwargs: Any) -> AIOKafkaProducer:
     """The bulk producer every measurement sends with: acks=all, idempotent,
     batches up to 1 MiB after 5 ms."""

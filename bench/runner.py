@@ -18,6 +18,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -168,7 +169,9 @@ def target_cell(entry: dict[str, Any] | None) -> str:
     return f"{entry['target']} {'met' if entry['met'] else 'MISSED'}"
 
 
-def claim_steps(bootstrap: str, workdir: Path, events: int, step: Any) -> dict[str, backlog.BacklogResult]:
+def claim_steps(
+    bootstrap: str, workdir: Path, events: int, step: Callable[[str], None]
+) -> dict[str, backlog.BacklogResult]:
     """Every engine of `bench.backlog` on its own backlog of `events` claim checks, then judgeflow with 2
     workers (key "judgeflow_2")."""
     out: dict[str, backlog.BacklogResult] = {}

@@ -74,8 +74,8 @@ class Settings:
     state_retention_seconds: float = 7 * 24 * 3600.0
     producer_linger_ms: float = 20.0
     producer: str = "librdkafka"
-    commit_interval_seconds: float = 2.8  # Faust's broker_commit_interval
     """What the worker's stages publish through: "librdkafka" (confluent-kafka) or "aiokafka" (Faust's)."""
+    commit_interval_seconds: float = 2.8  # Faust's broker_commit_interval
     take_events: int = 256  # streams.app.TAKE_EVENTS
     poll_records: int = 2000  # streams.app.POLL_RECORDS
     agent_slice_ms: float = 5.0  # streams.app.SLICE_MS

@@ -1,8 +1,9 @@
 """The Faust wiring: each stage becomes one agent, by name; nothing else happens here.
 
 An agent decodes a Kafka record into an `Inbound`, reads the key's state, calls its stage's `handle`,
-stores the state the stage returns and publishes its records without awaiting each one (`send_soon`;
-`DurableApp` drains the buffer before offsets are committed). Timers call the stages' `sweep` on the keys
+stores the state the stage returns and publishes its records without awaiting each one (through the
+librdkafka producer, `streams.rdkafka_producer`; `DurableApp` waits until they are acknowledged before
+offsets are committed). Timers call the stages' `sweep` on the keys
 that can need it. `describe(app)` prints the topology from the wired app itself.
 """
 

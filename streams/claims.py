@@ -429,7 +429,7 @@ class ClaimStage:
     def _first_check(self, check: ClaimCheck, published: list[Outgoing], record: Inbound, now: datetime) -> Step:
         """A claim's first check, with its rubric known (or none named): what `on_check`, `_observe` and
         `_keep` make of it, without the `ClaimState` and `Vote` models built only to be dumped. Most checks
-        take this path; tests/unit/test_claim_first_check.py holds it equal to the reference."""
+        take this path; tests/unit/test_fast_paths.py holds it equal to the reference."""
         at = iso(now)
         rubric = self.rubrics(check.rubric_version_id) if check.rubric_version_id else None
         decision, terminal = _first_decision(check, check.judge_id, rubric, at)

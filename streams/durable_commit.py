@@ -1,4 +1,5 @@
-"""Two faust-streaming 0.15.3 fixes that keep a restarted worker from losing input.
+"""Two faust-streaming 0.15.3 fixes that keep a restarted worker from losing input, and the commit's wait for
+the stages' librdkafka producer.
 
 1. Commit offsets only after every table write has reached the Kafka client.
 
@@ -28,6 +29,12 @@ group's first commit thus never saw the first records of some partitions
 `DurableApp` keeps no read offsets (so a rewind re-reads) and seeks the
 uncommitted partitions of its stream topics to their first offset. Records
 read twice are redeliveries, which the agents recognise by their input.
+
+3. The records the stages publish through librdkafka (`streams.rdkafka_producer`)
+are acknowledged before Faust commits: `DurableApp`'s producer flush, which
+Faust awaits before every commit, waits for them first, and a refused record
+fails it. `DurableApp`'s consumer also waits at most 100 ms for an empty fetch
+(`streams.fetch_wait`).
 """
 
 from __future__ import annotations

@@ -11,9 +11,11 @@ broker ten times a second instead of less than once.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 FETCH_MAX_WAIT_MS = 100
+log = logging.getLogger("judgeflow.streams")
 
 
 def shorten_fetch_wait(consumer: Any, wait_ms: int = FETCH_MAX_WAIT_MS) -> None:
@@ -23,6 +25,8 @@ def shorten_fetch_wait(consumer: Any, wait_ms: int = FETCH_MAX_WAIT_MS) -> None:
 
     def create_worker_consumer(transport: Any) -> Any:
         made = create(transport)
+        if not hasattr(made, "_fetch_max_wait_ms"):  # another aiokafka: say so rather than do nothing quietly
+            log.warning("aiokafka's consumer has no _fetch_max_wait_ms: empty fetches wait Faust's 1.5 s")
         made._fetch_max_wait_ms = wait_ms  # read by AIOKafkaConsumer.start(), when it makes its fetcher
         return made
 

@@ -20,9 +20,10 @@ flush or a full queue waits on them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 log = logging.getLogger("judgeflow.streams")
@@ -70,11 +71,16 @@ class _Epoch:
 class OutgoingProducer:
     """One librdkafka producer for every record the worker's stages publish."""
 
-    def __init__(self, config: dict[str, Any], *, linger_ms: float) -> None:
-        from confluent_kafka import Producer
+    def __init__(self, config: dict[str, Any], *, linger_ms: float, producer: Any = None) -> None:
+        """`producer`: a stand-in for confluent-kafka's `Producer` (tests); made from `config` otherwise."""
+        if producer is None:
+            from confluent_kafka import Producer
 
-        self.fatal: str | None = None
-        self._producer = Producer({**DEFAULTS, "linger.ms": linger_ms, "error_cb": self._on_error, **config})
+            producer = Producer({**DEFAULTS, "linger.ms": linger_ms, "error_cb": self._on_error, **config})
+        self.failed: str | None = None
+        """Set by the first refused record or fatal error, and kept: every later flush raises too, so the
+        commit Faust makes while it stops cannot pass the record that was refused."""
+        self._producer = producer
         self._epochs = [_Epoch()]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._progress: asyncio.Event | None = None
@@ -90,25 +96,36 @@ class OutgoingProducer:
         return self._progress
 
     def _serve_reports(self) -> None:
-        while not self._stop.is_set():
-            if self._producer.poll(0.1) and self._waiters and self._loop is not None:
+        try:
+            while not self._stop.is_set():
+                if self._producer.poll(0.1) and self._waiters and self._loop is not None:
+                    self._loop.call_soon_threadsafe(self._wake)
+        except Exception as exc:  # the thread must not die unnoticed: every flush would wait for ever
+            self._fail(f"delivery reports stopped: {exc!r}")
+            if self._loop is not None and not self._loop.is_closed():
                 self._loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
         if self._progress is not None:
             self._progress.set()
 
+    def _fail(self, reason: str) -> None:
+        if self.failed is None:
+            self.failed = reason
+            log.error("the librdkafka producer failed: %s; no offset is committed from now on", reason)
+
     def _on_error(self, err: Any) -> None:
         if err.fatal():
-            self.fatal = str(err)
-            log.error("the librdkafka producer failed for good: %s", err)
+            self._fail(str(err))
         else:
             log.debug("librdkafka: %s", err)
 
     def offer(
         self, topic: str, value: bytes | None, key: bytes | None, headers: Sequence[tuple[str, bytes]] | None
     ) -> bool:
-        """Hand one record to librdkafka, unless its queue is full (False: `send` it instead)."""
+        """Hand one record to librdkafka, unless its queue is full (False: `send` it instead). A record
+        librdkafka refuses itself (larger than its `message.max.bytes`, or after a fatal error) raises
+        `KafkaException` here, as aiokafka's `send` raised, and crashes the agent."""
         if self._progress is None:
             self._started()
         epoch = self._epochs[-1]
@@ -123,40 +140,42 @@ class OutgoingProducer:
         self, topic: str, value: bytes | None, key: bytes | None, headers: Sequence[tuple[str, bytes]] | None
     ) -> None:
         """Hand one record to librdkafka; waits (without blocking the loop) only while its queue is full."""
-        while not self.offer(topic, value, key, headers):
-            await self._wait(self._started())
+        await self._until(lambda: self.offer(topic, value, key, headers))
 
-    async def _wait(self, progress: asyncio.Event) -> None:
-        progress.clear()
-        self._waiters += 1
-        try:
-            await asyncio.wait_for(progress.wait(), RECHECK_SECONDS)
-        except TimeoutError:
-            pass
-        finally:
-            self._waiters -= 1
+    async def _until(self, ready: Callable[[], bool]) -> None:
+        """Wait until `ready()`, rechecked after every batch of delivery reports (and at least every second).
+        The waiter is counted before the check, so a report that lands between the check and the wait still
+        wakes it."""
+        progress = self._started()
+        while True:
+            self._waiters += 1
+            try:
+                progress.clear()
+                if ready():
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(progress.wait(), RECHECK_SECONDS)
+            finally:
+                self._waiters -= 1
 
     async def flush(self) -> None:
         """Return once every record produced before this call is acknowledged; raise `DeliveryFailed` if
-        one was refused (module docstring)."""
+        one was refused, now or before (module docstring)."""
         if self._progress is None:
             return  # nothing was ever produced
         waiting_for = list(self._epochs)
         self._epochs.append(_Epoch())
-        while not all(e.done() for e in waiting_for) and self.fatal is None:
-            await self._wait(self._progress)
-        failures = [f for e in waiting_for for f in e.failures]
+        await self._until(lambda: self.failed is not None or all(e.done() for e in waiting_for))
+        for epoch in waiting_for:
+            if epoch.failures:
+                self._fail(f"{len(epoch.failures)} records not delivered, first {epoch.failures[0]}")
         self._epochs = [e for e in self._epochs if e not in waiting_for or not e.done()]
-        if self.fatal is not None:
-            raise DeliveryFailed(f"the librdkafka producer failed: {self.fatal}")
-        if failures:
-            raise DeliveryFailed(f"{len(failures)} records not delivered, first {failures[0]}")
-
-    def outstanding(self) -> int:
-        """Records librdkafka holds that the broker has not acknowledged yet."""
-        return len(self._producer)
+        if self.failed is not None:
+            raise DeliveryFailed(self.failed)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Deliver what can be delivered within `timeout`, then stop the report thread."""
-        self._producer.flush(timeout)
+        """Stop the report thread, then deliver what can be delivered within `timeout` (on this thread)."""
         self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._producer.flush(timeout)

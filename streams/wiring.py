@@ -105,10 +105,11 @@ def count(record: Outgoing) -> None:
 
 
 class Publisher:
-    """Hands each record to the app's `OutgoingProducer` (librdkafka) when it has one, else straight to
-    aiokafka's accumulator (no Faust buffer in between: it sends one message at a time, and a full buffer
-    holds up every consumed message). Either way `DurableApp`'s commit flushes it first, so offsets never
-    pass a record that was not delivered."""
+    """Hands each record to the app's `OutgoingProducer` (librdkafka) when it has one: `DurableApp`'s commit
+    waits until what it holds is acknowledged, so offsets never pass a record the broker did not take. Without
+    one (`JUDGEFLOW_PRODUCER=aiokafka`) records go straight to aiokafka's accumulator (no Faust buffer in
+    between: it sends one message at a time, and a full buffer holds up every consumed message), and Faust's
+    commit flushes that producer first, as before."""
 
     def __init__(self, app: Any, names: TopicNames) -> None:
         self.app = app

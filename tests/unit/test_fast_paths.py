@@ -105,13 +105,21 @@ def test_a_first_check_takes_the_direct_path_to_the_reference_result(
                      headers, timestamp)  # fmt: skip
     now = datetime(2026, 12, 1, 12, 0, 0, 123456, tzinfo=UTC)
     results = []
+    taken = []
     for direct in (True, False):
         drift = DriftAccumulator(DriftOptions())
         stage = ClaimStage(lambda rid: rubric if rubric and rid == rubric.rubric_version_id else None,
                            clock=lambda: now, retention=timedelta(seconds=retention_s), max_payload_bytes=1_000_000,
                            drift=drift, direct_first_checks=direct)  # fmt: skip
+        first_check = stage._first_check
+        stage._first_check = lambda *a, _f=first_check, _d=direct: taken.append(_d) or _f(*a)  # type: ignore[method-assign]
         step = stage.handle(record, None)
         results.append((step, dict(drift.checks), dict(drift.max_at)))
+    (fast, _, _), (ref, _, _) = results
+    if any(r.role == "invalid" for r in ref.records):  # refused by the contract (e.g. a pass without a score)
+        assert taken == []
+    else:
+        assert taken == [True]  # the direct path ran, and only where it is on
     (fast, fast_checks, fast_at), (ref, ref_checks, ref_at) = results
     assert fast.records[-1].role in ("done", "second_judge", "human_review")  # decided, not refused
     assert fast.records == ref.records
@@ -144,3 +152,14 @@ def test_canonical_timestamps_take_a_short_path_to_the_same_text(value: str) -> 
             return type(exc).__name__, str(exc)
 
     assert outcome(_check_timestamp) == outcome(_general_timestamp)
+
+
+def test_a_check_whose_rubric_is_unknown_takes_the_reference_path_and_is_held() -> None:
+    stage = ClaimStage(lambda _rid: None, clock=lambda: datetime(2026, 12, 1, tzinfo=UTC),
+                       retention=timedelta(days=7), max_payload_bytes=1_000_000)  # fmt: skip
+    stage._first_check = lambda *a: (_ for _ in ()).throw(AssertionError("direct path taken"))  # type: ignore[method-assign]
+    doc = workload.claim_check(random.Random(5), "claim-held")
+    doc["rubric_version_id"] = workload.stable_id("rubric", "not-yet")
+    step = stage.handle(Inbound("checks", b"claim-held", json.dumps(doc).encode(),
+                                SourceRef("checks", 0, 1, b"claim-held")), None)  # fmt: skip
+    assert step.records == [] and step.state is not None and step.state["waiting_for"] == "rubric"
