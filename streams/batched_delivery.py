@@ -7,6 +7,12 @@ which the agent wakes for that one record. A profile of the claim step put ~7% o
 replaces the consumer's drain loop with one that awaits the same callback for each record of a fetch
 inside a single `wait_first`, so the records of a fetch reach the stream queues together.
 
+One departure more: while the conductor holds a partition back because its stream queue is full
+(`Consumer.on_buffer_full`), a fetch waits at most 20 ms for records, not Faust's 1 s. The held-back
+partitions are left out of the fetch, so it waited for records from idle ones; the agents drained the queue
+meanwhile, the conductor let the partitions in again, and the worker then sat idle for the rest of the
+second with every thread in `epoll_wait` (0.6-1.0 s every 1.5-3 s on a backlog; bench/PROFILE.md, issue 31).
+
 What stays as Faust does it: the callback (the conductor's routing to each topic's streams), the
 `suspend_flow` cut-off (a rebalance cancels the delivery of the rest of the fetch; those records are read
 again after the seek, as the durable consumer keeps no read offsets), `commit_every`, and the handling of
@@ -25,6 +31,14 @@ from faust.transport.consumer import CONSUMER_FETCHING
 log = logging.getLogger("judgeflow.worker")
 
 FETCH_TIMEOUT_SECONDS = 1.0
+HELD_BACK_FETCH_TIMEOUT_SECONDS = 0.02
+"""How long a fetch waits for records while a partition is held back: the next fetch looks again at which
+partitions are active."""
+
+
+def fetch_timeout(consumer: Any) -> float:
+    """The wait for the next fetch: short while a full stream queue holds a partition back."""
+    return HELD_BACK_FETCH_TIMEOUT_SECONDS if consumer._buffered_partitions else FETCH_TIMEOUT_SECONDS
 
 
 def deliver_in_batches(consumer: Any) -> Callable[[Any], Awaitable[None]]:
@@ -43,7 +57,7 @@ def deliver_in_batches(consumer: Any) -> Callable[[Any], Awaitable[None]]:
         try:
             while not (stopped() or fetcher_stopped()):
                 consumer.diag.set_flag(CONSUMER_FETCHING)
-                messages = [message async for _, message in consumer.getmany(timeout=FETCH_TIMEOUT_SECONDS)]
+                messages = [message async for _, message in consumer.getmany(timeout=fetch_timeout(consumer))]
                 await asyncio.sleep(0)  # getmany can return at once, again and again
                 if messages and not consumer.should_stop:
                     await consumer.wait_first(deliver(messages), consumer.suspend_flow.wait())

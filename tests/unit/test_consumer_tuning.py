@@ -1,4 +1,5 @@
-"""The worker consumer's two departures from Faust's defaults: a short fetch wait (`streams.fetch_wait`) and
+"""The worker consumer's departures from Faust's defaults: a short fetch wait (`streams.fetch_wait`), a short wait
+while a full queue holds a partition back (`streams.batched_delivery`), and
 channels whose events carry the raw bytes (`streams.raw_records`). Their speed is measured by the bench;
 these hold what they do."""
 
@@ -42,3 +43,22 @@ def test_raw_records_make_the_event_fausts_raw_schema_makes() -> None:
         event, expected = asyncio.run(both(key, value))
         assert (event.key, event.value, event.headers) == (expected.key, expected.value, expected.headers)
         assert event.message is expected.message or event.message == expected.message
+
+
+def test_a_fetch_waits_20_ms_not_a_second_while_a_full_stream_queue_holds_a_partition_back() -> None:
+    from faust.types import TP
+
+    from streams.batched_delivery import FETCH_TIMEOUT_SECONDS, fetch_timeout
+
+    consumer = _app().consumer
+    checks = TP("judge.checks", 3)
+    consumer._set_active_tps({checks, TP("judge.runs", 0)})
+    assert fetch_timeout(consumer) == FETCH_TIMEOUT_SECONDS == 1.0
+
+    consumer.on_buffer_full(checks)  # what Faust's conductor calls when the topic's queue is under pressure
+    assert checks not in consumer._get_active_partitions()
+    assert fetch_timeout(consumer) == 0.02
+
+    consumer.on_buffer_drop(checks)
+    assert checks in consumer._get_active_partitions()
+    assert fetch_timeout(consumer) == 1.0
