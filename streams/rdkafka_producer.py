@@ -13,23 +13,26 @@ this one up. A record the broker refused (or a fatal producer error) makes `flus
 `DeliveryFailed` naming its topic: that commit does not happen, so the inputs are read again after the
 restart that follows, and their records are produced again with the same ids.
 
-Delivery reports are served by one daemon thread that calls `poll`; it wakes the event loop only when a
-flush or a full queue waits on them.
+Delivery reports are served on the event loop, by `poll(0)`: every `POLL_EVERY` records produced, and
+while a flush or a full queue waits. No thread of ours takes the GIL to count them (a report thread did, and
+each batch of reports took the interpreter from the stages).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 log = logging.getLogger("judgeflow.streams")
 
-RECHECK_SECONDS = 1.0
-"""A waiting flush rechecks at least this often (the poll thread also wakes it)."""
+POLL_EVERY = 200
+"""Records produced between two servings of delivery reports while nobody waits on them."""
+
+WAIT_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
+"""The pauses of a waiting flush between two servings: an acknowledgement takes a few milliseconds on a
+healthy broker; during an outage the flush looks twenty times a second."""
 
 DEFAULTS: dict[str, Any] = {
     "enable.idempotence": True,
@@ -49,8 +52,7 @@ class DeliveryFailed(RuntimeError):
 
 
 class _Epoch:
-    """The records produced between two flushes. `produced` is written by the event loop only, `delivered`
-    by the poll thread only (the delivery reports), so neither needs a lock."""
+    """The records produced between two flushes, and their delivery reports so far."""
 
     __slots__ = ("produced", "delivered", "failures")
 
@@ -82,32 +84,15 @@ class OutgoingProducer:
         commit Faust makes while it stops cannot pass the record that was refused."""
         self._producer = producer
         self._epochs = [_Epoch()]
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._progress: asyncio.Event | None = None
-        self._waiters = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve_reports, name="librdkafka-reports", daemon=True)
-
-    def _started(self) -> asyncio.Event:
-        if self._progress is None:
-            self._loop = asyncio.get_running_loop()
-            self._progress = asyncio.Event()
-            self._thread.start()
-        return self._progress
+        self._used = False
+        self._since_poll = 0
 
     def _serve_reports(self) -> None:
+        """Run the callbacks of the delivery reports (and errors) librdkafka has queued, without waiting."""
         try:
-            while not self._stop.is_set():
-                if self._producer.poll(0.1) and self._waiters and self._loop is not None:
-                    self._loop.call_soon_threadsafe(self._wake)
-        except Exception as exc:  # the thread must not die unnoticed: every flush would wait for ever
+            self._producer.poll(0)
+        except Exception as exc:  # reports that can no longer be served would leave every flush waiting
             self._fail(f"delivery reports stopped: {exc!r}")
-            if self._loop is not None and not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(self._wake)
-
-    def _wake(self) -> None:
-        if self._progress is not None:
-            self._progress.set()
 
     def _fail(self, reason: str) -> None:
         if self.failed is None:
@@ -126,14 +111,17 @@ class OutgoingProducer:
         """Hand one record to librdkafka, unless its queue is full (False: `send` it instead). A record
         librdkafka refuses itself (larger than its `message.max.bytes`, or after a fatal error) raises
         `KafkaException` here, as aiokafka's `send` raised, and crashes the agent."""
-        if self._progress is None:
-            self._started()
+        self._used = True
         epoch = self._epochs[-1]
         try:
             self._producer.produce(topic, value, key, headers=headers or None, on_delivery=epoch.report)
         except BufferError:
             return False
         epoch.produced += 1
+        self._since_poll += 1
+        if self._since_poll >= POLL_EVERY:
+            self._since_poll = 0
+            self._serve_reports()
         return True
 
     async def send(
@@ -143,25 +131,19 @@ class OutgoingProducer:
         await self._until(lambda: self.offer(topic, value, key, headers))
 
     async def _until(self, ready: Callable[[], bool]) -> None:
-        """Wait until `ready()`, rechecked after every batch of delivery reports (and at least every second).
-        The waiter is counted before the check, so a report that lands between the check and the wait still
-        wakes it."""
-        progress = self._started()
+        """Wait until `ready()`, serving the delivery reports before each check (`WAIT_STEPS` apart)."""
+        steps = 0
         while True:
-            self._waiters += 1
-            try:
-                progress.clear()
-                if ready():
-                    return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(progress.wait(), RECHECK_SECONDS)
-            finally:
-                self._waiters -= 1
+            self._serve_reports()
+            if ready():
+                return
+            await asyncio.sleep(WAIT_STEPS[min(steps, len(WAIT_STEPS) - 1)])
+            steps += 1
 
     async def flush(self) -> None:
         """Return once every record produced before this call is acknowledged; raise `DeliveryFailed` if
         one was refused, now or before (module docstring)."""
-        if self._progress is None:
+        if not self._used:
             return  # nothing was ever produced
         waiting_for = list(self._epochs)
         self._epochs.append(_Epoch())
@@ -174,8 +156,5 @@ class OutgoingProducer:
             raise DeliveryFailed(self.failed)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the report thread, then deliver what can be delivered within `timeout` (on this thread)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        """Deliver what can be delivered within `timeout`, serving the reports on this thread."""
         self._producer.flush(timeout)
