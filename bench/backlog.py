@@ -191,14 +191,26 @@ async def warm(outputs: list[str], procs: list[harness.Process], first: harness.
     await harness.wait_for_count(bootstrap, outputs, 1, timeout=180.0, alive=lambda: all(p.alive() for p in procs))
 
 
-async def _scale_out(bootstrap: str, names: TopicNames, outputs: list[str], procs: list[harness.Process]) -> None:
+async def _scale_out(
+    bootstrap: str, names: TopicNames, prefix: str, outputs: list[str], procs: list[harness.Process]
+) -> None:
     """Start the other workers one after the other, as a deployment scales out (with all started at once,
-    Faust's first rebalance sometimes never settled; cf. faust-streaming#629), and push 64 checks through."""
+    Faust's first rebalance sometimes never settled; cf. faust-streaming#629), wait until the group is stable
+    with every worker holding claim-check partitions, and push 64 checks through. Waiting for the 64 alone
+    did not do: the first worker could decide them before the others joined, and the rebalance then came
+    inside the measured pass, which read again what the first had not committed (3-5% duplicates)."""
+    group = harness.app_id(prefix)
+
+    def alive() -> bool:
+        return all(p.alive() for p in procs)
+
     for p in procs[1:]:
         p.start()
+    await harness.wait_for_group(bootstrap, group, names.checks, len(procs), timeout=180.0, alive=alive)
     warm = claim_checks(names, 64, seed=10_000_019)
     await asyncio.to_thread(produce_fast, bootstrap, warm)
-    await harness.wait_for_count(bootstrap, outputs, 65, timeout=180.0, alive=lambda: all(p.alive() for p in procs))
+    await harness.wait_for_count(bootstrap, outputs, 65, timeout=180.0, alive=alive)
+    await harness.wait_for_group(bootstrap, group, names.checks, len(procs), timeout=180.0, alive=alive)
 
 
 async def measure(
@@ -231,7 +243,7 @@ async def measure(
     try:
         await warm(outputs, procs[:1], first, bootstrap)
         if workers > 1:
-            await _scale_out(bootstrap, names, outputs, procs)
+            await _scale_out(bootstrap, names, prefix, outputs, procs)
         already = sum((await harness.end_offsets(bootstrap, outputs)).values())
         for p in procs:
             p.signal(signal.SIGSTOP)

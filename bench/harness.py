@@ -110,6 +110,43 @@ async def wait_for_count(
         await consumer.stop()
 
 
+def group_members(bootstrap: str, group: str, topic: str) -> list[int] | None:
+    """How many partitions of `topic` each member of `group` holds, while the group is stable (else None)."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group], request_timeout=10)[group].result(11)
+    if described.state != ConsumerGroupState.STABLE:
+        return None
+    return [sum(tp.topic == topic for tp in m.assignment.topic_partitions) for m in described.members]
+
+
+async def wait_for_group(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    members: int,
+    *,
+    timeout: float,
+    alive: Callable[[], bool] = lambda: True,
+    poll: float = 0.1,
+) -> None:
+    """Wait until `group` is stable with `members` members, each holding partitions of `topic`: a pass measured
+    while a rebalance is still to come would read again what was not yet committed."""
+    deadline = time.monotonic() + timeout
+    seen: list[int] | None = None
+    while True:
+        seen = await asyncio.to_thread(group_members, bootstrap, group, topic)
+        if seen is not None and len(seen) == members and all(seen):
+            return
+        if not alive():
+            raise RuntimeError("a process under measurement died")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"group {group} not stable with {members} members after {timeout}s: {seen}")
+        await asyncio.sleep(poll)
+
+
 async def read_all(bootstrap: str, topics: Sequence[str], **client: Any) -> list[Any]:
     """Every record now on `topics` (from the beginning up to the current end); `client`: aiokafka's
     security settings, on a secured broker."""
@@ -188,12 +225,17 @@ class Process:
             self.popen.wait()
 
 
+def app_id(prefix: str) -> str:
+    """The Faust application id (and consumer group) of the workers `worker_env` makes for `prefix`."""
+    return f"judgeflow-{prefix.rstrip('.')}"
+
+
 def worker_env(bootstrap: str, prefix: str, workdir: Path, **extra: str) -> dict[str, str]:
     workdir.mkdir(parents=True, exist_ok=True)
     return {
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "JUDGEFLOW_TOPIC_PREFIX": prefix,
-        "JUDGEFLOW_APP_ID": f"judgeflow-{prefix.rstrip('.')}",
+        "JUDGEFLOW_APP_ID": app_id(prefix),
         "JUDGEFLOW_DATA_DIR": str(workdir / f"worker-{uuid.uuid4().hex[:6]}"),
         "JUDGEFLOW_PARTITIONS": str(PARTITIONS),
         # The bench keeps no state past a decision (issue: flat memory under load).
