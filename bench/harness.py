@@ -110,13 +110,15 @@ async def wait_for_count(
         await consumer.stop()
 
 
-def group_members(bootstrap: str, group: str, topic: str) -> list[int] | None:
-    """How many partitions of `topic` each member of `group` holds, while the group is stable (else None)."""
-    from confluent_kafka import ConsumerGroupState
-    from confluent_kafka.admin import AdminClient
+def group_members(admin: Any, group: str, topic: str) -> list[int] | None:
+    """How many partitions of `topic` each member of `group` holds, while the group is stable; None while it is
+    not, or while its coordinator does not answer yet (`admin`: a confluent-kafka `AdminClient`)."""
+    from confluent_kafka import ConsumerGroupState, KafkaException
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    described = admin.describe_consumer_groups([group], request_timeout=10)[group].result(11)
+    try:
+        described = admin.describe_consumer_groups([group], request_timeout=10)[group].result(11)
+    except (KafkaException, TimeoutError):
+        return None
     if described.state != ConsumerGroupState.STABLE:
         return None
     return [sum(tp.topic == topic for tp in m.assignment.topic_partitions) for m in described.members]
@@ -134,10 +136,13 @@ async def wait_for_group(
 ) -> None:
     """Wait until `group` is stable with `members` members, each holding partitions of `topic`: a pass measured
     while a rebalance is still to come would read again what was not yet committed."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout
     seen: list[int] | None = None
     while True:
-        seen = await asyncio.to_thread(group_members, bootstrap, group, topic)
+        seen = await asyncio.to_thread(group_members, admin, group, topic)
         if seen is not None and len(seen) == members and all(seen):
             return
         if not alive():

@@ -8,10 +8,13 @@ replaces the consumer's drain loop with one that awaits the same callback for ea
 inside a single `wait_first`, so the records of a fetch reach the stream queues together.
 
 One departure more: while the conductor holds a partition back because its stream queue is full
-(`Consumer.on_buffer_full`), a fetch waits at most 20 ms for records, not Faust's 1 s. The held-back
-partitions are left out of the fetch, so it waited for records from idle ones; the agents drained the queue
-meanwhile, the conductor let the partitions in again, and the worker then sat idle for the rest of the
-second with every thread in `epoll_wait` (0.6-1.0 s every 1.5-3 s on a backlog; bench/PROFILE.md, issue 31).
+(`Consumer.on_buffer_full`), a fetch of the other partitions waits at most 20 ms for records, not Faust's
+1 s. The held-back partitions are left out of the fetch, so it waited for records from idle ones; the agents
+drained the queue meanwhile, the conductor let the partitions in again, and the worker then sat idle for the
+rest of the second with every thread in `epoll_wait` (0.6-1.0 s every 1.5-3 s on a backlog;
+bench/PROFILE.md, issue 31). While a partition stays held back (an agent waiting on a broker that is out,
+say), the loop fetches about fifty times a second, each fetch a call into the consumer thread. When every
+partition is held back, Faust itself sleeps a second before it fetches again; that stays as it is.
 
 What stays as Faust does it: the callback (the conductor's routing to each topic's streams), the
 `suspend_flow` cut-off (a rebalance cancels the delivery of the rest of the fetch; those records are read
@@ -38,11 +41,13 @@ partitions are active."""
 
 def fetch_timeout(consumer: Any) -> float:
     """The wait for the next fetch: short while a full stream queue holds a partition back."""
-    return HELD_BACK_FETCH_TIMEOUT_SECONDS if consumer._buffered_partitions else FETCH_TIMEOUT_SECONDS
+    return HELD_BACK_FETCH_TIMEOUT_SECONDS if getattr(consumer, "_buffered_partitions", ()) else FETCH_TIMEOUT_SECONDS
 
 
 def deliver_in_batches(consumer: Any) -> Callable[[Any], Awaitable[None]]:
     """A replacement for `consumer._drain_messages(fetcher)` that delivers a whole fetch per step."""
+    if not hasattr(consumer, "_buffered_partitions"):  # another faust-streaming: say so rather than do nothing
+        log.warning("Faust's consumer has no _buffered_partitions: a fetch waits 1 s while a queue is full")
 
     async def deliver(messages: list[Any]) -> None:
         callback = consumer.callback

@@ -13,9 +13,10 @@ this one up. A record the broker refused (or a fatal producer error) makes `flus
 `DeliveryFailed` naming its topic: that commit does not happen, so the inputs are read again after the
 restart that follows, and their records are produced again with the same ids.
 
-Delivery reports are served on the event loop, by `poll(0)`: every `POLL_EVERY` records produced, and
-while a flush or a full queue waits. No thread of ours takes the GIL to count them (a report thread did, and
-each batch of reports took the interpreter from the stages).
+Delivery reports (and librdkafka's errors) are served on the event loop, by `poll(0)`: every `POLL_EVERY`
+records produced, once a second on an idle worker, and while a flush or a full queue waits. No thread of
+ours takes the GIL to count them (a report thread did, and each batch of reports took the interpreter from
+the stages). On a graceful stop Faust flushes its producer, and with it this one (`DurableApp`).
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ log = logging.getLogger("judgeflow.streams")
 POLL_EVERY = 200
 """Records produced between two servings of delivery reports while nobody waits on them."""
 
-WAIT_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
-"""The pauses of a waiting flush between two servings: an acknowledgement takes a few milliseconds on a
-healthy broker; during an outage the flush looks twenty times a second."""
+SERVE_EVERY_SECONDS = 1.0
+"""Reports are served at least this often once something was produced, so an idle worker's errors surface."""
+
+WAIT_STEPS = (0.002, 0.005, 0.01, 0.02)
+"""The pauses of a waiting flush between two servings. A record is acknowledged after the producer's linger
+(20 ms by default) and a round trip, so a flush notices it within 20 ms of its report; during an outage the
+flush looks fifty times a second, which costs next to nothing."""
 
 DEFAULTS: dict[str, Any] = {
     "enable.idempotence": True,
@@ -86,6 +91,7 @@ class OutgoingProducer:
         self._epochs = [_Epoch()]
         self._used = False
         self._since_poll = 0
+        self._timer: asyncio.TimerHandle | None = None
 
     def _serve_reports(self) -> None:
         """Run the callbacks of the delivery reports (and errors) librdkafka has queued, without waiting."""
@@ -93,6 +99,11 @@ class OutgoingProducer:
             self._producer.poll(0)
         except Exception as exc:  # reports that can no longer be served would leave every flush waiting
             self._fail(f"delivery reports stopped: {exc!r}")
+
+    def _tick(self) -> None:
+        """Serve the reports now and again in `SERVE_EVERY_SECONDS` (started by the first record)."""
+        self._serve_reports()
+        self._timer = asyncio.get_running_loop().call_later(SERVE_EVERY_SECONDS, self._tick)
 
     def _fail(self, reason: str) -> None:
         if self.failed is None:
@@ -111,7 +122,9 @@ class OutgoingProducer:
         """Hand one record to librdkafka, unless its queue is full (False: `send` it instead). A record
         librdkafka refuses itself (larger than its `message.max.bytes`, or after a fatal error) raises
         `KafkaException` here, as aiokafka's `send` raised, and crashes the agent."""
-        self._used = True
+        if not self._used:
+            self._used = True
+            self._tick()
         epoch = self._epochs[-1]
         try:
             self._producer.produce(topic, value, key, headers=headers or None, on_delivery=epoch.report)
@@ -157,4 +170,6 @@ class OutgoingProducer:
 
     def close(self, timeout: float = 10.0) -> None:
         """Deliver what can be delivered within `timeout`, serving the reports on this thread."""
+        if self._timer is not None:
+            self._timer.cancel()
         self._producer.flush(timeout)

@@ -62,3 +62,37 @@ def test_a_fetch_waits_20_ms_not_a_second_while_a_full_stream_queue_holds_a_part
     consumer.on_buffer_drop(checks)
     assert checks in consumer._get_active_partitions()
     assert fetch_timeout(consumer) == 1.0
+
+
+def test_the_drain_loop_asks_for_the_short_wait_while_a_partition_is_held_back() -> None:
+    """The loop that replaces Faust's drain passes `fetch_timeout` to every fetch (a stand-in consumer records
+    what each fetch was asked for)."""
+    import types
+
+    from streams.batched_delivery import deliver_in_batches
+
+    held_back = {("judge.checks", 3)}
+    asked: list[float] = []
+    stopped = asyncio.Event()
+
+    class Consumer:
+        _buffered_partitions = held_back
+        _commit_every = None
+        should_stop = False
+        consumer_stopped_errors = ()
+        _stopped = stopped
+        diag = types.SimpleNamespace(set_flag=lambda flag: None, unset_flag=lambda flag: None)
+        transport = types.SimpleNamespace(app=types.SimpleNamespace(should_stop=False))
+
+        async def getmany(self, timeout: float) -> Any:
+            asked.append(timeout)
+            if len(asked) == 1:
+                held_back.clear()  # the agents drained the queue: Faust lets the partition in again
+            else:
+                stopped.set()
+            return
+            yield
+
+    fetcher = types.SimpleNamespace(_stopped=asyncio.Event())
+    asyncio.run(deliver_in_batches(Consumer())(fetcher))
+    assert asked == [0.02, 1.0]
